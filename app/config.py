@@ -1,0 +1,194 @@
+"""Settings, read once from the environment.
+
+Every knob the app has is named here, with its default. A bad value stops start-up with a
+message that names the variable (``ConfigError``), never a stack trace deep in a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+T = TypeVar("T")
+
+VAR_DIR = Path(os.environ.get("CONVITES_VAR_DIR", "var"))
+ENVIRONMENTS = ("development", "test", "production")
+
+
+class ConfigError(ValueError):
+    """A setting has a value the app cannot run with; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """Where and how the worker hands mail over (from ``SMTP_URL``)."""
+
+    host: str
+    port: int
+    username: str | None
+    password: str | None
+    use_tls: bool  # implicit TLS (smtps://)
+    start_tls: bool  # require STARTTLS (smtp+starttls://)
+    timeout: float
+
+    @classmethod
+    def from_url(cls, url: str) -> SmtpSettings:
+        parts = urlsplit(url)
+        schemes = {"smtp": (False, False), "smtp+starttls": (False, True), "smtps": (True, False)}
+        if parts.scheme not in schemes or not parts.hostname:
+            raise ConfigError(
+                "SMTP_URL must look like smtp://user:pass@host:port "
+                "(or smtp+starttls://, smtps://); got " + repr(url)
+            )
+        use_tls, start_tls = schemes[parts.scheme]
+        query = parse_qs(parts.query)
+        try:
+            port = parts.port or (465 if use_tls else 587 if start_tls else 25)
+            timeout = float(query.get("timeout", ["30"])[0])
+        except ValueError as exc:
+            raise ConfigError(f"SMTP_URL has a bad port or timeout: {exc}") from None
+        if timeout <= 0:
+            raise ConfigError("SMTP_URL timeout must be positive")
+        return cls(
+            host=parts.hostname,
+            port=port,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            use_tls=use_tls,
+            start_tls=start_tls,
+            timeout=timeout,
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the web, the worker and the CLI need to know about their surroundings."""
+
+    app_env: str
+    database_url: str
+    redis_url: str
+    smtp: SmtpSettings
+    mail_from: str
+    secret_key: str
+    public_url: str
+    slow_after_seconds: float
+    sending_lease_seconds: float
+    max_attempts: int
+    retry_backoff_seconds: tuple[float, ...]
+    worker_heartbeat_seconds: float
+    mailbox_dir: Path | None
+    https_only_cookies: bool
+
+    @property
+    def is_dev(self) -> bool:
+        return self.app_env == "development"
+
+    def backoff_for(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
+        steps = self.retry_backoff_seconds
+        return steps[min(failed_attempt, len(steps)) - 1]
+
+
+def _parse(env: Mapping[str, str], name: str, default: str, convert: Callable[[str], T]) -> T:
+    raw = env.get(name, default)
+    try:
+        return convert(raw)
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from None
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
+
+
+def _backoff(raw: str) -> tuple[float, ...]:
+    steps = tuple(float(step) for step in raw.split(",") if step.strip())
+    if not steps or any(step < 0 for step in steps):
+        raise ValueError("must be a comma-separated list of seconds, e.g. 5,30,300")
+    return steps
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _env_name(raw: str) -> str:
+    if raw not in ENVIRONMENTS:
+        raise ValueError(f"must be one of {', '.join(ENVIRONMENTS)}")
+    return raw
+
+
+def _url(*schemes: str) -> Callable[[str], str]:
+    def check(raw: str) -> str:
+        if urlsplit(raw).scheme not in schemes:
+            raise ValueError(f"must start with {' or '.join(s + '://' for s in schemes)}")
+        return raw
+
+    return check
+
+
+def _secret_key(env: Mapping[str, str], app_env: str) -> str:
+    key = env.get("SECRET_KEY", "")
+    if key:
+        if len(key) < 16:
+            raise ConfigError("SECRET_KEY is too short: use at least 16 random characters")
+        return key
+    if app_env == "production":
+        raise ConfigError("SECRET_KEY is required when APP_ENV=production")
+    # One person on one machine: keep a generated key under var/ so sessions survive restarts.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read and check every setting; raise ``ConfigError`` naming the first bad variable."""
+    env = os.environ if env is None else env
+    app_env = _parse(env, "APP_ENV", "development", _env_name)
+    mailbox = env.get("MAILBOX_DIR", "")
+    return Settings(
+        app_env=app_env,
+        database_url=_parse(
+            env,
+            "DATABASE_URL",
+            f"sqlite+aiosqlite:///{VAR_DIR / 'convites.db'}",
+            _url("sqlite+aiosqlite", "postgresql+asyncpg"),
+        ),
+        redis_url=_parse(
+            env, "REDIS_URL", "redis://localhost:6379/0", _url("redis", "rediss", "unix")
+        ),
+        smtp=_parse(env, "SMTP_URL", "smtp://localhost:8025", SmtpSettings.from_url),
+        mail_from=env.get("MAIL_FROM", "Convites <convites@localhost>"),
+        secret_key=_secret_key(env, app_env),
+        public_url=env.get("PUBLIC_URL", "http://localhost:8000").rstrip("/"),
+        slow_after_seconds=_parse(env, "SLOW_AFTER_SECONDS", "30", _positive_float),
+        sending_lease_seconds=_parse(env, "SENDING_LEASE_SECONDS", "120", _positive_float),
+        max_attempts=_parse(env, "MAX_ATTEMPTS", "4", _positive_int),
+        retry_backoff_seconds=_parse(env, "RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff),
+        worker_heartbeat_seconds=_parse(env, "WORKER_HEARTBEAT_SECONDS", "5", _positive_float),
+        mailbox_dir=Path(mailbox) if mailbox else None,
+        https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
+    )

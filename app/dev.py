@@ -1,0 +1,166 @@
+"""``python -m app dev``: the whole app for one person on one machine.
+
+Starts a private ``redis-server`` (data under ``var/redis``), applies the migrations, and runs
+the dev mailbox, the web server and one arq worker as child processes. Ctrl-C (or SIGTERM)
+stops every child, in order, and waits for each: no orphans, no stale pid files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.config import VAR_DIR, load_settings
+from app.migrate import upgrade
+
+STOP_TIMEOUT = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} after {timeout}s")
+
+
+class Children:
+    """Child processes that are stopped together, newest first."""
+
+    def __init__(self) -> None:
+        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        # A child of our own process group gets the terminal's Ctrl-C too; we still stop each
+        # one explicitly so none outlives us when we are stopped by SIGTERM.
+        process = subprocess.Popen(args, env=env)  # noqa: S603 (our own fixed argv)
+        self.processes.append((name, process))
+        return process
+
+    def first_exited(self) -> tuple[str, int] | None:
+        for name, process in self.processes:
+            code = process.poll()
+            if code is not None:
+                return name, code
+        return None
+
+    def stop_all(self) -> None:
+        for name, process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                print(f"{name} did not stop in {STOP_TIMEOUT:.0f}s; killing it", file=sys.stderr)
+                process.kill()
+                process.wait()
+
+
+def _redis(children: Children, var: Path) -> str:
+    redis_server = shutil.which("redis-server")
+    if redis_server is None:
+        raise SystemExit(
+            "redis-server is not installed. On Debian/Ubuntu: apt-get install -y redis-server "
+            "(elsewhere, install Redis 6+ and put redis-server on PATH)."
+        )
+    data = var / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = children.start(
+        "redis-server",
+        [
+            redis_server,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            str(data.resolve()),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ],
+        dict(os.environ),
+    )
+    wait_for_port(port, process)
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def run_dev(host: str, port: int) -> int:
+    """Run every part until Ctrl-C; return the exit code."""
+    var = VAR_DIR.resolve()
+    var.mkdir(parents=True, exist_ok=True)
+    children = Children()
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        env = dict(os.environ)
+        env.setdefault("APP_ENV", "development")
+        env["REDIS_URL"] = _redis(children, var)
+        mail_port = free_port()
+        env["SMTP_URL"] = f"smtp://127.0.0.1:{mail_port}"
+        env["MAILBOX_DIR"] = str(var / "caixa")
+        env.setdefault("PUBLIC_URL", f"http://{host}:{port}")
+        settings = load_settings(env)
+        upgrade(settings)
+        python = sys.executable
+        mailbox = children.start(
+            "mailbox",
+            [python, "-m", "app", "mailbox", "--dir", env["MAILBOX_DIR"], "--port", str(mail_port)],
+            env,
+        )
+        wait_for_port(mail_port, mailbox)
+        web = children.start(
+            "web",
+            [python, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)],
+            env,
+        )
+        children.start("worker", [python, "-m", "arq", "app.worker.WorkerSettings"], env)
+        wait_for_port(port, web)
+        print(
+            f"\nConvites is running: http://{host}:{port}/\n"
+            f"Sent mail (dev mailbox): http://{host}:{port}/caixa\n"
+            "Press Ctrl-C to stop everything.\n",
+            flush=True,
+        )
+        while not stopping:
+            exited = children.first_exited()
+            if exited:
+                print(
+                    f"{exited[0]} exited with code {exited[1]}; stopping the rest", file=sys.stderr
+                )
+                return 1
+            time.sleep(0.2)
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        children.stop_all()

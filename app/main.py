@@ -1,0 +1,121 @@
+"""Builds the Starlette app: routes, middleware, lifespan. Run with ``uvicorn app.main:app``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from arq.connections import ArqRedis
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from app.config import Settings, load_settings
+from app.db import Database
+from app.logs import configure_logging
+from app.web import invites, mailbox
+from app.web.common import error_response
+from app.web.middleware import CorrelationIdMiddleware
+from app.web.present import describe, event_text, local_datetime, local_time
+
+ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger(__name__)
+
+
+def build_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(ROOT / "templates"))
+    templates.env.globals.update(
+        describe=describe,
+        event_text=event_text,
+        local_time=local_time,
+        local_datetime=local_datetime,
+    )
+    return templates
+
+
+def _lifespan(settings: Settings) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        db = Database(settings.database_url)
+        # No connection at start-up: the web must serve (and keep accepting invites into the
+        # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
+        redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+        try:
+            yield {"settings": settings, "db": db, "redis": redis, "templates": build_templates()}
+        finally:
+            await redis.aclose()
+            await db.dispose()
+
+    return lifespan
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    messages = {
+        404: "Página não encontrada.",
+        405: "Este endereço não aceita esse tipo de pedido.",
+        413: "O pedido é grande demais.",
+    }
+    return error_response(
+        request, exc.status_code, messages.get(exc.status_code, "Pedido inválido.")
+    )
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error", exc_info=exc)
+    return error_response(
+        request, 500, "Algo deu errado do nosso lado. Tente de novo em instantes."
+    )
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The whole web app, configured by ``settings`` (default: the environment)."""
+    settings = settings or load_settings()
+    routes = [
+        Route("/", invites.index, methods=["GET"]),
+        Route("/convites", invites.list_mine, methods=["GET"]),
+        Route("/convites", invites.create, methods=["POST"]),
+        Route("/convites/{public_id}", invites.show, methods=["GET"]),
+        Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static"),
+    ]
+    if settings.mailbox_dir is not None:
+        routes += mailbox.routes(settings.mailbox_dir)
+    middleware = [
+        Middleware(CorrelationIdMiddleware),
+        Middleware(
+            SessionMiddleware,
+            secret_key=settings.secret_key,
+            session_cookie="convites_sessao",
+            max_age=400 * 24 * 3600,
+            same_site="lax",
+            https_only=settings.https_only_cookies,
+        ),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=_lifespan(settings),
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
+
+
+def _app_from_environment() -> Starlette:
+    configure_logging("web")
+    return create_app()
+
+
+def __getattr__(name: str) -> Any:
+    # `uvicorn app.main:app` reads the environment when the server starts, not at import.
+    if name == "app":
+        return _app_from_environment()
+    raise AttributeError(name)

@@ -1,0 +1,71 @@
+"""What an invite request must look like; every message is pt-BR text for the person."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from email_validator import EmailNotValidError, validate_email
+
+MAX_EMAIL_LENGTH = 254
+MAX_NAME_LENGTH = 100
+
+
+@dataclass(frozen=True)
+class InviteRequest:
+    email: str
+    name: str | None
+
+
+class InvalidInvite(ValueError):
+    """The request cannot become an invite; ``errors`` maps each field to its message."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+def _has_control_chars(value: str) -> bool:
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in value)
+
+
+def _check_email(raw: object) -> tuple[str | None, str | None]:
+    if not isinstance(raw, str) or not raw.strip():
+        return None, "Informe o e-mail de quem você quer convidar."
+    email = raw.strip()
+    if len(email) > MAX_EMAIL_LENGTH:
+        return None, f"O e-mail pode ter no máximo {MAX_EMAIL_LENGTH} caracteres."
+    if _has_control_chars(email):
+        return None, "O e-mail não pode ter quebras de linha nem caracteres de controle."
+    try:
+        # Syntax only: no DNS at request time (a slow resolver must not slow the answer).
+        checked = validate_email(email, check_deliverability=False, allow_smtputf8=False)
+    except EmailNotValidError:
+        return (
+            None,
+            "Este e-mail não parece válido. Confira e tente de novo (ex.: ana@exemplo.com).",
+        )
+    # The domain in ASCII (IDNA) and lower case, so every SMTP server can take it.
+    return f"{checked.local_part}@{checked.ascii_domain.lower()}", None
+
+
+def _check_name(raw: object) -> tuple[str | None, str | None]:
+    if raw is None:
+        return None, None
+    if not isinstance(raw, str):
+        return None, "O nome precisa ser um texto."
+    name = " ".join(raw.split()) if not _has_control_chars(raw.strip()) else None
+    if name is None:
+        return None, "O nome não pode ter quebras de linha nem caracteres de controle."
+    if len(name) > MAX_NAME_LENGTH:
+        return None, f"O nome pode ter no máximo {MAX_NAME_LENGTH} caracteres."
+    return name or None, None
+
+
+def parse_invite(data: dict[str, object]) -> InviteRequest:
+    """Check ``email`` and optional ``nome``; raise ``InvalidInvite`` with pt-BR messages."""
+    email, email_error = _check_email(data.get("email"))
+    name, name_error = _check_name(data.get("nome"))
+    errors = {field: msg for field, msg in (("email", email_error), ("nome", name_error)) if msg}
+    if errors or email is None:
+        raise InvalidInvite(errors)
+    return InviteRequest(email=email, name=name)

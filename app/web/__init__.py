@@ -1,0 +1,1 @@
+"""HTTP endpoints, grouped by page."""

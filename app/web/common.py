@@ -1,0 +1,76 @@
+"""What every endpoint needs: who is asking, what they accept, and how to answer errors."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.templating import Jinja2Templates
+
+from app.config import Settings
+from app.db import Database
+
+SENDER_KEY = "sender"
+
+
+def sender_id(request: Request) -> str:
+    """The sender this browser is, from the signed session cookie (a new one on first visit)."""
+    session = request.session
+    value = session.get(SENDER_KEY)
+    if not isinstance(value, str) or not value:
+        value = secrets.token_urlsafe(16)
+        session[SENDER_KEY] = value
+    return value
+
+
+def wants_json(request: Request) -> bool:
+    """JSON for API clients: an Accept that prefers JSON, or a JSON request body."""
+    accept = request.headers.get("accept", "")
+    if "application/json" in accept and "text/html" not in accept:
+        return True
+    return request.headers.get("content-type", "").startswith("application/json") and (
+        "text/html" not in accept
+    )
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def settings_of(request: Request) -> Settings:
+    settings: Settings = request.state.settings
+    return settings
+
+
+def db_of(request: Request) -> Database:
+    db: Database = request.state.db
+    return db
+
+
+def templates_of(request: Request) -> Jinja2Templates:
+    templates: Jinja2Templates = request.state.templates
+    return templates
+
+
+def render(
+    request: Request, name: str, context: dict[str, Any], status_code: int = 200, **kwargs: Any
+) -> Response:
+    return templates_of(request).TemplateResponse(
+        request, name, context, status_code=status_code, **kwargs
+    )
+
+
+def error_response(request: Request, status_code: int, message: str, **extra: Any) -> Response:
+    """An error as the client wants it: JSON ``{"erro": …}`` or a pt-BR page; never a trace."""
+    if wants_json(request):
+        return JSONResponse({"erro": message, **extra}, status_code=status_code)
+    if is_htmx(request):
+        return render(request, "_error.html", {"message": message}, status_code=status_code)
+    return render(
+        request,
+        "error.html",
+        {"message": message, "status_code": status_code},
+        status_code=status_code,
+    )

@@ -1,0 +1,219 @@
+"""The invite endpoints: accept (202, never "sent"), read the truth, ask again."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from redis.exceptions import RedisError
+from starlette.datastructures import URL
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from app import invites as transitions
+from app.invites import Change, Invite
+from app.live import announce
+from app.logs import correlation_id
+from app.queue import EnqueueError, publish
+from app.status import RESENDABLE
+from app.validation import InvalidInvite, parse_invite
+from app.web.common import (
+    db_of,
+    error_response,
+    is_htmx,
+    render,
+    sender_id,
+    settings_of,
+    wants_json,
+)
+from app.web.present import event_json, invite_json
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 20
+
+
+class BadBody(ValueError):
+    """The request body is not something we can read (malformed JSON, not an object)."""
+
+
+async def _read_body(request: Request) -> dict[str, Any]:
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            data = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            raise BadBody("O corpo da requisição não é um JSON válido.") from None
+        if not isinstance(data, dict):
+            raise BadBody('Envie um objeto JSON, por exemplo {"email": "ana@exemplo.com"}.')
+        return data
+    form = await request.form()
+    return {key: value for key, value in form.items() if isinstance(value, str)}
+
+
+async def _publish_fast(request: Request, change: Change) -> None:
+    """Enqueue right after the commit; if Redis is down the outbox relay does it later."""
+    if change.outbox_id is None:
+        return
+    db = db_of(request)
+    try:
+        entry = await transitions.outbox_entry(db, change.outbox_id)
+        await publish(db, request.state.redis, entry)
+    except (RedisError, OSError, EnqueueError) as exc:
+        log.warning(
+            "enqueue failed; the outbox relay will publish",
+            extra={"invite": change.invite.public_id, "error": str(exc)},
+        )
+    await announce(request.state.redis, [change])
+
+
+def _accepted(request: Request, invite: Invite) -> Response:
+    """202 with a Location for JS and API clients; 303 to the status page for a plain form."""
+    location = str(URL(f"/convites/{invite.public_id}"))
+    if wants_json(request):
+        body = invite_json(invite, invite.updated_at, settings_of(request).slow_after_seconds)
+        return JSONResponse(body, status_code=202, headers={"Location": location})
+    if is_htmx(request):
+        return render(
+            request,
+            "_accepted.html",
+            _row_context(request, invite),
+            status_code=202,
+            headers={"Location": location},
+        )
+    return RedirectResponse(location, status_code=303)
+
+
+def _row_context(request: Request, invite: Invite) -> dict[str, Any]:
+    return {"invite": invite, "now": transitions.utcnow(), "settings": settings_of(request)}
+
+
+async def create(request: Request) -> Response:
+    """POST /convites: validate, write the row + event + outbox, enqueue, answer 202."""
+    try:
+        data = await _read_body(request)
+    except BadBody as exc:
+        return error_response(request, 400, str(exc))
+    try:
+        invite_request = parse_invite(data)
+    except InvalidInvite as exc:
+        return await _invalid(request, data, exc.errors)
+    change = await transitions.create_invite(
+        db_of(request),
+        sender_id=sender_id(request),
+        email=invite_request.email,
+        name=invite_request.name,
+        correlation_id=correlation_id.get() or "",
+    )
+    log.info("invite accepted", extra={"invite": change.invite.public_id})
+    await _publish_fast(request, change)
+    return _accepted(request, change.invite)
+
+
+async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
+    if wants_json(request):
+        return JSONResponse({"erro": "Confira os campos.", "campos": errors}, status_code=422)
+    values = {
+        key: data.get(key) if isinstance(data.get(key), str) else "" for key in ("email", "nome")
+    }
+    if is_htmx(request):
+        return render(request, "_form.html", {"errors": errors, "values": values}, status_code=422)
+    context = await _index_context(request)
+    context.update(errors=errors, values=values)
+    return render(request, "index.html", context, status_code=422)
+
+
+async def _index_context(request: Request) -> dict[str, Any]:
+    rows = await transitions.list_invites(db_of(request), sender_id(request), limit=PAGE_SIZE)
+    return {
+        "invites": rows,
+        "now": transitions.utcnow(),
+        "settings": settings_of(request),
+        "errors": {},
+        "values": {"email": "", "nome": ""},
+        "next_before": rows[-1].id if len(rows) == PAGE_SIZE else None,
+    }
+
+
+async def index(request: Request) -> Response:
+    """GET /: the form and "Meus convites"."""
+    return render(request, "index.html", await _index_context(request))
+
+
+def _before(request: Request) -> int | None:
+    raw = request.query_params.get("antes")
+    return int(raw) if raw and raw.isdigit() else None
+
+
+async def list_mine(request: Request) -> Response:
+    """GET /convites: this sender's invites, newest first, in pages of ``PAGE_SIZE``."""
+    before = _before(request)
+    rows = await transitions.list_invites(
+        db_of(request), sender_id(request), before=before, limit=PAGE_SIZE
+    )
+    next_before = rows[-1].id if len(rows) == PAGE_SIZE else None
+    now = transitions.utcnow()
+    settings = settings_of(request)
+    if wants_json(request):
+        return JSONResponse(
+            {
+                "convites": [invite_json(row, now, settings.slow_after_seconds) for row in rows],
+                "proxima_pagina": f"/convites?antes={next_before}" if next_before else None,
+            }
+        )
+    return render(
+        request,
+        "list.html",
+        {"invites": rows, "now": now, "settings": settings, "next_before": next_before},
+    )
+
+
+async def _mine_or_404(request: Request) -> Invite | Response:
+    invite = await transitions.get_invite(
+        db_of(request), sender_id(request), request.path_params["public_id"]
+    )
+    if invite is None:
+        return error_response(request, 404, "Convite não encontrado.")
+    return invite
+
+
+async def show(request: Request) -> Response:
+    """GET /convites/{id}: the truth about one invite, with its history."""
+    invite = await _mine_or_404(request)
+    if isinstance(invite, Response):
+        return invite
+    history = await transitions.invite_history(db_of(request), invite.id)
+    now = transitions.utcnow()
+    settings = settings_of(request)
+    if wants_json(request):
+        body = invite_json(invite, now, settings.slow_after_seconds)
+        body["historico"] = [event_json(event) for event in history]
+        return JSONResponse(body)
+    if is_htmx(request):
+        return render(request, "_invite_row.html", _row_context(request, invite))
+    return render(
+        request,
+        "invite.html",
+        {"invite": invite, "history": history, "now": now, "settings": settings},
+    )
+
+
+async def resend(request: Request) -> Response:
+    """POST /convites/{id}/reenviar: from ``falhou`` or ``incerto`` only; one attempt per click."""
+    invite = await _mine_or_404(request)
+    if isinstance(invite, Response):
+        return invite
+    change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
+    if change is None:
+        allowed = " ou ".join(status.value for status in RESENDABLE)
+        return error_response(
+            request,
+            409,
+            f"Este convite está {invite.status.value}; só dá para reenviar quando está {allowed}.",
+            status=invite.status.value,
+        )
+    log.info(
+        "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
+    )
+    await _publish_fast(request, change)
+    return _accepted(request, change.invite)

@@ -1,0 +1,45 @@
+"""Pure ASGI middleware (streaming-safe, so SSE passes through untouched)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.logs import correlation_id
+
+_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class CorrelationIdMiddleware:
+    """One correlation id per request: the caller's ``X-Request-ID`` if sane, else a new one.
+
+    It is set for every log line of the request, stored on the invite (so it travels into the
+    job, the worker's logs and the e-mail's headers) and returned in ``X-Request-ID``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = ""
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                incoming = value.decode("latin-1")
+        request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        token = correlation_id.set(request_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["X-Request-ID"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            correlation_id.reset(token)

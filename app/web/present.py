@@ -1,0 +1,146 @@
+"""How an invite reads to a person: the one place that turns a row into pt-BR words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from app.invites import Event, Invite
+from app.status import Status
+
+DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
+
+LABELS = {
+    Status.PENDENTE: "Enviando",
+    Status.ENVIANDO: "Enviando",
+    Status.ENVIADO: "Enviado",
+    Status.FALHOU: "Falhou",
+    Status.INCERTO: "Incerto",
+}
+
+
+def local_time(moment: datetime | None) -> str:
+    """``14:05:09`` today, ``29/11 14:05`` on another day, in the display time zone."""
+    if moment is None:
+        return ""
+    local = moment.astimezone(DISPLAY_TZ)
+    return local.strftime("%H:%M:%S")
+
+
+def local_datetime(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    return moment.astimezone(DISPLAY_TZ).strftime("%d/%m/%Y %H:%M:%S")
+
+
+def is_slow(invite: Invite, now: datetime, slow_after_seconds: float) -> bool:
+    """A ``pendente`` invite that has waited longer than a person should have to."""
+    if invite.status != Status.PENDENTE:
+        return False
+    waiting_since = invite.next_attempt_at or invite.created_at
+    return now - waiting_since > timedelta(seconds=slow_after_seconds)
+
+
+@dataclass(frozen=True)
+class StatusText:
+    """What the page says about one invite: a short label and the sentence to announce."""
+
+    label: str
+    message: str
+    detail: str | None = None
+
+
+def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> StatusText:
+    """The truth about ``invite`` in pt-BR. Only an ``enviado`` row ever reads as sent."""
+    who = invite.email
+    label = LABELS[invite.status]
+    if invite.status == Status.ENVIADO:
+        return StatusText(
+            label, f"Convite para {who} enviado.", f"Enviado às {local_time(invite.sent_at)}."
+        )
+    if invite.status == Status.FALHOU:
+        return StatusText(
+            label,
+            f"Não foi possível enviar o convite para {who}.",
+            f"{invite.error or 'Motivo desconhecido.'} Confira o endereço e use Tentar de novo.",
+        )
+    if invite.status == Status.INCERTO:
+        return StatusText(
+            label,
+            f"Não conseguimos confirmar o envio do convite para {who}.",
+            "Ele pode ter saído. Se reenviar, a pessoa pode receber duas vezes.",
+        )
+    if invite.status == Status.ENVIANDO:
+        return StatusText(label, f"Enviando o convite para {who}…")
+    if is_slow(invite, now, slow_after_seconds):
+        return StatusText(
+            "Ainda enviando",
+            "Ainda enviando — está demorando mais que o normal.",
+            f"Convite para {who}.",
+        )
+    if invite.error and invite.attempt > invite.round_first_attempt:
+        failed = invite.attempt - 1
+        return StatusText(
+            label,
+            f"Recebemos, enviando… A tentativa {failed} para {who} falhou; vamos tentar de novo.",
+            f"{invite.error} Próxima tentativa às {local_time(invite.next_attempt_at)}.",
+        )
+    return StatusText(label, f"Recebemos, enviando… (convite para {who})")
+
+
+def event_text(event: Event) -> str:
+    """One line of the history: what happened at that moment."""
+    texts = {
+        Status.PENDENTE: "Na fila para envio",
+        Status.ENVIANDO: f"Tentativa {event.attempt}: enviando",
+        Status.ENVIADO: f"Tentativa {event.attempt}: enviado",
+        Status.FALHOU: f"Tentativa {event.attempt}: falhou",
+        Status.INCERTO: f"Tentativa {event.attempt}: resultado incerto",
+    }
+    text = texts[event.status]
+    if event.status == Status.PENDENTE and event.error:
+        text = f"A tentativa {event.attempt - 1} falhou; nova tentativa marcada"
+        if event.next_attempt_at is not None:
+            text += f" para {local_time(event.next_attempt_at)}"
+    return text
+
+
+def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dict[str, Any]:
+    """The JSON shape of an invite for API clients."""
+    text = describe(invite, now, slow_after_seconds)
+
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment else None
+
+    return {
+        "id": invite.public_id,
+        "status": invite.status.value,
+        "email": invite.email,
+        "nome": invite.name,
+        "tentativa": invite.attempt,
+        "erro": invite.error,
+        "mensagem": text.message,
+        "criado_em": iso(invite.created_at),
+        "atualizado_em": iso(invite.updated_at),
+        "enviado_em": iso(invite.sent_at),
+        "proxima_tentativa_em": iso(invite.next_attempt_at)
+        if invite.status == Status.PENDENTE
+        else None,
+        "url": f"/convites/{invite.public_id}",
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "status": event.status.value,
+        "tentativa": event.attempt,
+        "erro": event.error,
+        "proxima_tentativa_em": event.next_attempt_at.isoformat()
+        if event.next_attempt_at
+        else None,
+        "em": event.created_at.isoformat(),
+        "descricao": event_text(event),
+    }

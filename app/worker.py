@@ -1,0 +1,216 @@
+"""The arq worker: claim, send, record the verdict; and the reconciliation sweep.
+
+Start it with ``arq app.worker.WorkerSettings`` (configured by the environment, like the web).
+Jobs carry ids, not rows: the row in the database is the only truth about an invite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from arq import cron, func
+from arq.connections import ArqRedis, RedisSettings
+
+from app import invites as transitions
+from app.config import Settings, load_settings
+from app.db import Database
+from app.heartbeat import beat, forget
+from app.invites import Change, Invite
+from app.live import announce
+from app.logs import configure_logging, correlation_id
+from app.mailer import (
+    Mailer,
+    PermanentSendError,
+    SendProgress,
+    TransientSendError,
+    UnknownOutcomeError,
+    build_message,
+)
+from app.queue import SEND_FUNCTION, job_is_live, publish, relay_outbox
+
+log = logging.getLogger("app.worker")
+
+LEASE_EXPIRED_REASON = (
+    "O envio foi interrompido no meio e não conseguimos confirmar se o e-mail saiu."
+)
+STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será retomado."
+PENDING_GRACE_SECONDS = 5.0
+
+
+async def _publish_outbox(ctx: dict[str, Any], change: Change | None) -> None:
+    """Fast path for a retry scheduled by a transition; the relay covers a failure here."""
+    if change is None or change.outbox_id is None:
+        return
+    entry = await transitions.outbox_entry(ctx["db"], change.outbox_id)
+    try:
+        await publish(ctx["db"], ctx["redis"], entry)
+    except Exception:
+        log.exception("could not enqueue the next attempt; the outbox relay will")
+
+
+async def _record(ctx: dict[str, Any], change: Change | None) -> None:
+    await announce(ctx["redis"], [change])
+    await _publish_outbox(ctx, change)
+
+
+async def _after_transient(
+    ctx: dict[str, Any], invite: Invite, error: TransientSendError
+) -> Change | None:
+    settings: Settings = ctx["settings"]
+    tries_this_round = invite.attempt - invite.round_first_attempt + 1
+    if tries_this_round >= settings.max_attempts:
+        reason = f"Não foi possível enviar depois de {tries_this_round} tentativas. {error.reason}"
+        return await transitions.mark_failed(ctx["db"], invite, reason)
+    return await transitions.schedule_retry(
+        ctx["db"], invite, error.reason, settings.backoff_for(tries_this_round)
+    )
+
+
+async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
+    """The worker is stopping mid-send: never leave the row in ``enviando``."""
+    if progress.data_started:
+        change = await transitions.mark_uncertain(ctx["db"], invite, LEASE_EXPIRED_REASON)
+    else:
+        change = await transitions.release_claim(ctx["db"], invite, STOPPED_BEFORE_SENDING)
+    await _record(ctx, change)
+
+
+async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
+    progress = SendProgress()
+    try:
+        await ctx["mailer"].send(build_message(ctx["settings"], invite), progress)
+    except TransientSendError as exc:
+        log.warning(
+            "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
+        )
+        return await _after_transient(ctx, invite, exc)
+    except PermanentSendError as exc:
+        log.warning(
+            "permanent send failure", extra={"invite": invite.public_id, "error": exc.reason}
+        )
+        return await transitions.mark_failed(ctx["db"], invite, exc.reason)
+    except UnknownOutcomeError as exc:
+        log.error("send outcome unknown", extra={"invite": invite.public_id, "error": exc.reason})
+        return await transitions.mark_uncertain(ctx["db"], invite, exc.reason)
+    except asyncio.CancelledError:
+        await asyncio.shield(_stop_safely(ctx, invite, progress))
+        raise
+    except Exception:
+        log.exception("unexpected error while sending", extra={"invite": invite.public_id})
+        if progress.data_started:
+            return await transitions.mark_uncertain(ctx["db"], invite, LEASE_EXPIRED_REASON)
+        return await transitions.mark_failed(
+            ctx["db"], invite, "Erro interno ao preparar o envio. Tente de novo em instantes."
+        )
+    return await transitions.mark_sent(ctx["db"], invite)
+
+
+async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correlation: str) -> str:
+    """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
+    correlation_id.set(correlation)
+    settings: Settings = ctx["settings"]
+    claimed = await transitions.claim_for_sending(
+        ctx["db"], public_id, attempt, settings.sending_lease_seconds
+    )
+    if claimed is None:
+        # A redelivered job, or an attempt that another job already ran: nothing to do.
+        log.info("claim lost; duplicate delivery", extra={"invite": public_id, "attempt": attempt})
+        return "duplicate"
+    await announce(ctx["redis"], [claimed])
+    log.info("sending", extra={"invite": public_id, "attempt": attempt})
+    outcome = await _deliver(ctx, claimed.invite)
+    await _record(ctx, outcome)
+    status = outcome.invite.status.value if outcome else "lost"
+    log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
+    return status
+
+
+async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
+    """One sweep: publish the outbox, expire leases, re-enqueue pending rows whose job is gone."""
+    db: Database = ctx["db"]
+    redis: ArqRedis = ctx["redis"]
+    published = await relay_outbox(db, redis)
+    expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
+    await announce(redis, expired)
+    due_before = transitions.utcnow() - timedelta(seconds=PENDING_GRACE_SECONDS)
+    lost = [
+        invite
+        for invite, job_id in await transitions.overdue_pending(db, due_before)
+        if job_id is None or not await job_is_live(redis, job_id)
+    ]
+    for outbox_id in await transitions.requeue(db, lost):
+        await publish(db, redis, await transitions.outbox_entry(db, outbox_id))
+    report = {"published": published, "uncertain": len(expired), "requeued": len(lost)}
+    if any(report.values()):
+        log.info("reconciled", extra=report)
+    return report
+
+
+async def _heartbeat_forever(ctx: dict[str, Any]) -> None:
+    interval = ctx["settings"].worker_heartbeat_seconds
+    while True:
+        try:
+            await beat(ctx["redis"], ctx["worker_id"])
+        except Exception:
+            log.exception("heartbeat failed")
+        await asyncio.sleep(interval)
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    settings: Settings = ctx["settings"]
+    ctx["db"] = Database(settings.database_url)
+    ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
+    ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    await beat(ctx["redis"], ctx["worker_id"])
+    ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))
+    log.info("worker started", extra={"worker_id": ctx["worker_id"]})
+
+
+async def shutdown(ctx: dict[str, Any]) -> None:
+    task = ctx.get("heartbeat")
+    if task is not None:
+        task.cancel()
+    if "worker_id" in ctx:
+        await forget(ctx["redis"], ctx["worker_id"])
+    if "db" in ctx:
+        await ctx["db"].dispose()
+    log.info("worker stopped", extra={"worker_id": ctx.get("worker_id")})
+
+
+def worker_options(settings: Settings) -> dict[str, Any]:
+    """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
+    send_timeout = settings.smtp.timeout * 4 + 10
+    return {
+        "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
+        "cron_jobs": [
+            cron(reconcile, second=set(range(0, 60, 2)), run_at_startup=True, timeout=60)
+        ],
+        "on_startup": startup,
+        "on_shutdown": shutdown,
+        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        # A graceful stop lets in-flight sends finish; what is left is put back safely.
+        "job_completion_wait": int(send_timeout),
+        "poll_delay": 0.05,
+        "max_jobs": 50,
+        "keep_result": 3600,
+        "ctx": {"settings": settings},
+    }
+
+
+def _worker_settings_class() -> type:
+    configure_logging("worker")
+    return type("WorkerSettings", (), worker_options(load_settings()))
+
+
+def __getattr__(name: str) -> Any:
+    # `arq app.worker.WorkerSettings` reads the environment only when the worker starts,
+    # so importing this module (tests, the web) never depends on worker variables.
+    if name == "WorkerSettings":
+        return _worker_settings_class()
+    raise AttributeError(name)

@@ -1,0 +1,168 @@
+"""Real services for the tests: redis-server on a free port, SQLite files, an SMTP server.
+
+Nothing here is a mock. The SMTP server is aiosmtpd answering what a test scripts (250, 4xx,
+5xx, or a stall); Redis is the real binary; the database is a real SQLite file migrated by the
+real Alembic migrations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from arq.worker import Worker
+from redis.asyncio import Redis
+from starlette.types import Receive, Scope, Send
+
+from app.config import Settings, SmtpSettings, load_settings
+from app.db import Database
+from app.main import create_app
+from app.migrate import upgrade
+from app.worker import worker_options
+from tests.services import RedisServer, ScriptedSmtp, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"), free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def smtp_server() -> Iterator[ScriptedSmtp]:
+    server = ScriptedSmtp(free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def smtp(smtp_server: ScriptedSmtp) -> ScriptedSmtp:
+    smtp_server.reset()
+    return smtp_server
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: Any) -> Settings:
+    env = {
+        "APP_ENV": "test",
+        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'convites.db'}",
+        "REDIS_URL": redis_url,
+        "SMTP_URL": f"smtp://127.0.0.1:{smtp_port}?timeout=5",
+        "SECRET_KEY": "test-secret-key-that-is-long-enough",
+        "RETRY_BACKOFF_SECONDS": "0.2,0.2,0.2",
+        "SENDING_LEASE_SECONDS": "120",
+        "WORKER_HEARTBEAT_SECONDS": "1",
+        "SLOW_AFTER_SECONDS": "30",
+    }
+    env.update({key: str(value) for key, value in overrides.items()})
+    return load_settings(env)
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, redis: Redis, redis_server: RedisServer, smtp: ScriptedSmtp
+) -> Settings:
+    settings = make_settings(tmp_path, redis_server.url, smtp.port)
+    upgrade(settings)
+    return settings
+
+
+@pytest.fixture
+async def db(settings: Settings) -> AsyncIterator[Database]:
+    database = Database(settings.database_url)
+    yield database
+    await database.dispose()
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[Any]:
+    """The ASGI app with its lifespan entered, as uvicorn would run it."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["state"] = dict(state or {})
+            await app(scope, receive, send)
+
+        yield with_state
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with running_app(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+
+
+@pytest.fixture
+def other_client(settings: Settings) -> Any:
+    """A factory for a second browser (its own cookie jar) on the same app."""
+
+    @asynccontextmanager
+    async def make() -> AsyncIterator[httpx.AsyncClient]:
+        async with running_app(settings) as app:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+                yield http
+
+    return make
+
+
+async def drain(settings: Settings, **overrides: Any) -> Worker:
+    """Run an in-process arq worker until the queue is empty (arq's own testing pattern)."""
+    options = worker_options(settings)
+    options.update(overrides)
+    worker = Worker(burst=True, handle_signals=False, **options)
+    try:
+        await asyncio.wait_for(worker.async_run(), 30)
+    finally:
+        await worker.close()
+    return worker
+
+
+def with_smtp_timeout(settings: Settings, seconds: float) -> Settings:
+    smtp: SmtpSettings = replace(settings.smtp, timeout=seconds)
+    return replace(settings, smtp=smtp)
+
+
+def process_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """Environment for real `arq`/`uvicorn` child processes with these settings."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "APP_ENV": settings.app_env,
+            "DATABASE_URL": settings.database_url,
+            "REDIS_URL": settings.redis_url,
+            "SMTP_URL": f"smtp://{settings.smtp.host}:{settings.smtp.port}?timeout={settings.smtp.timeout}",
+            "SECRET_KEY": settings.secret_key,
+            "RETRY_BACKOFF_SECONDS": ",".join(str(s) for s in settings.retry_backoff_seconds),
+            "SENDING_LEASE_SECONDS": str(settings.sending_lease_seconds),
+            "WORKER_HEARTBEAT_SECONDS": str(settings.worker_heartbeat_seconds),
+            "SLOW_AFTER_SECONDS": str(settings.slow_after_seconds),
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    env.update(extra)
+    return env

@@ -1,0 +1,231 @@
+"""Real services the tests start and control: redis-server, an SMTP server, app processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {port}")
+
+
+class RedisServer:
+    """The real redis-server binary on a free port; it can be stopped and started again."""
+
+    def __init__(self, folder: Path, port: int) -> None:
+        self.folder = folder
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--dir",
+                str(self.folder),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@dataclass
+class Received:
+    rcpt_tos: list[str]
+    content: bytes
+
+    @property
+    def message(self) -> EmailMessage:
+        parsed = message_from_bytes(self.content, policy=policy.default)
+        assert isinstance(parsed, EmailMessage)
+        return parsed
+
+
+@dataclass
+class _Script:
+    data_replies: deque[str] = field(default_factory=deque)
+    default_reply: str = "250 2.0.0 OK"
+    stalled: bool = False
+    received: list[Received] = field(default_factory=list)
+    data_started: int = 0
+
+
+class ScriptedSmtp:
+    """aiosmtpd, answering DATA with scripted replies (250, 4xx, 5xx) or stalling on demand."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.script = _Script()
+        self.lock = threading.Lock()
+        self.controller = Controller(self, hostname="127.0.0.1", port=port)
+
+    def start(self) -> None:
+        self.controller.start()
+
+    def stop(self) -> None:
+        self.script.stalled = False
+        self.controller.stop()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.script = _Script()
+
+    def reply_next(self, *replies: str) -> None:
+        """The next DATA commands get these replies, in order; then the default."""
+        with self.lock:
+            self.script.data_replies.extend(replies)
+
+    def always(self, reply: str) -> None:
+        with self.lock:
+            self.script.default_reply = reply
+
+    def stall(self, on: bool = True) -> None:
+        self.script.stalled = on
+
+    @property
+    def received(self) -> list[Received]:
+        with self.lock:
+            return list(self.script.received)
+
+    @property
+    def data_started(self) -> int:
+        return self.script.data_started
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        script = self.script
+        with self.lock:
+            script.data_started += 1
+        while script.stalled:
+            await asyncio.sleep(0.05)
+        with self.lock:
+            reply = script.data_replies.popleft() if script.data_replies else script.default_reply
+            if reply.startswith("250"):
+                script.received.append(Received(list(envelope.rcpt_tos), envelope.original_content))
+        return reply
+
+
+class AppProcess:
+    """A real `arq` or `uvicorn` process of the app, with its output in a log file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.args = args
+        self.env = env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def worker(cls, env: dict[str, str], log_path: Path) -> AppProcess:
+        return cls([sys.executable, "-m", "arq", "app.worker.WorkerSettings"], env, log_path)
+
+    @classmethod
+    def web(cls, env: dict[str, str], log_path: Path, port: int) -> AppProcess:
+        args = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--timeout-graceful-shutdown",
+            "3",
+        ]
+        return cls(args, env, log_path)
+
+    def start(self) -> AppProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_for_log(self, text: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{text!r} not in log:\n{self.log()[-3000:]}")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def __enter__(self) -> AppProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+        self.kill()
