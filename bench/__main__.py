@@ -1,0 +1,134 @@
+"""``python -m bench [--quick]``: run the scenarios of issue #7 and write docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sqlite3
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from bench import load, report, scenarios
+from bench.procs import ROOT, tool_version
+from bench.stack import Stack
+
+SCENARIOS = {
+    "accept": scenarios.accept,
+    "e2e": scenarios.end_to_end,
+    "live": scenarios.live,
+    "backlog": scenarios.backlog,
+}
+
+
+def machine() -> dict[str, str]:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    memory = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    return {
+        "cpu": f"{cpu}, {os.cpu_count()} cores (shared with other work: see load)",
+        "memory": f"{int(memory) / 1024 / 1024:.1f} GiB",
+        "load average at start (1/5/15 min)": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
+        "os": platform.platform(),
+    }
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+    found["redis-server"] = tool_version(["redis-server", "--version"])
+    found["wrk"] = tool_version(["wrk", "--version"])
+    for package in (
+        "uvicorn",
+        "uvloop",
+        "httptools",
+        "starlette",
+        "sqlalchemy",
+        "aiosqlite",
+        "arq",
+        "redis",
+        "aiosmtplib",
+    ):
+        try:
+            found[package] = version(package)
+        except Exception:
+            found[package] = "missing"
+    return found
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = {"full": scenarios.FULL, "quick": scenarios.QUICK, "tiny": scenarios.TINY}[args.mode]
+    stack = Stack(args.folder / datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+    stack.start()
+    results: dict[str, Any] = {}
+    began = time.monotonic()
+    try:
+        for name in args.only or SCENARIOS:
+            print(f"[bench] {name}…", file=sys.stderr, flush=True)
+            try:
+                results[name] = await SCENARIOS[name](stack, sizes)
+            except Exception:
+                results[f"{name}_error"] = traceback.format_exc(limit=8)
+                print(results[f"{name}_error"], file=sys.stderr)
+    finally:
+        stack.stop()
+    meta = {
+        "mode": args.mode,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "seconds": time.monotonic() - began,
+        "machine": {
+            **machine(),
+            "load average at end": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
+        },
+        "versions": versions(),
+        "chart": args.chart.name,
+    }
+    report.chart(args.out.parent / args.chart.name, results)
+    report.write(args.out, meta, results, stack)
+    return {"meta": meta, "results": results, "startups": stack.startups, "rss": stack.rss}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--quick",
+        dest="mode",
+        action="store_const",
+        const="quick",
+        default="full",
+        help="a run of about one minute with smaller counts",
+    )
+    parser.add_argument(
+        "--tiny",
+        dest="mode",
+        action="store_const",
+        const="tiny",
+        help="seconds, for the smoke test: proves the harness, measures nothing",
+    )
+    parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), help="run only these")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--chart", type=Path, default=Path("benchmarks.png"))
+    parser.add_argument("--folder", type=Path, default=ROOT / "var" / "bench")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if not load.wrk_available():
+        print("wrk is missing: run ./scripts/install-system-deps.sh", file=sys.stderr)
+        return 2
+    outcome = asyncio.run(run(args))
+    print(f"[bench] wrote {args.out}", file=sys.stderr)
+    return 1 if any(key.endswith("_error") for key in outcome["results"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Load generators: wrk (C, one thread, keep-alive) for throughput, httpx for paced requests.
+
+wrk writes its result as one JSON line from a Lua ``done`` hook, so nothing depends on the
+layout of its human-readable report. The CPU time wrk itself used is measured too: if the
+client saturates a core, the figure is the client's, not the server's.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.procs import cpu_seconds
+
+_DONE = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "max_us": %d,' ..
+    ' "errors": %d, "non_2xx_3xx": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    latency.max, e.connect + e.read + e.write + e.timeout, e.status))
+end
+"""
+
+_LIMIT = r"""
+local served = 0
+response = function(status, headers, body)
+  served = served + 1
+  if served >= %d then wrk.thread:stop() end
+end
+"""
+
+
+def _lua_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string literal is a valid Lua string literal here
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request wrk repeats: method, path, headers and body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    requests: int
+    errors: int
+    non_2xx_3xx: int
+    client_cpu: float  # share of one core wrk used
+    server_cpu: float  # share of one core the server used
+
+    @property
+    def client_bound(self) -> bool:
+        return self.client_cpu > 0.9
+
+
+def _children_cpu() -> float:
+    # Only wrk is reaped while it runs, so the growth of the children's CPU time is wrk's.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def wrk_available() -> bool:
+    return shutil.which("wrk") is not None
+
+
+def _script(request: Request, limit: int | None) -> str:
+    lines = [
+        f"wrk.method = {_lua_string(request.method)}",
+        f"wrk.body = {_lua_string(request.body)}",
+    ]
+    lines += [
+        f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in request.headers.items()
+    ]
+    if limit is not None:
+        lines.append(_LIMIT % limit)
+    lines.append(_DONE)
+    return "\n".join(lines)
+
+
+def run_wrk(
+    base_url: str,
+    request: Request,
+    *,
+    seconds: float,
+    connections: int = 50,
+    server_pid: int | None = None,
+    limit: int | None = None,
+) -> WrkResult:
+    """Run wrk against ``base_url + request.path``; ``limit`` stops after that many answers."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+        handle.write(_script(request, limit))
+        script = handle.name
+    args = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
+    args += ["-s", script, base_url + request.path]
+    server_before = cpu_seconds(server_pid) if server_pid else 0.0
+    began = time.monotonic()
+    children_before = _children_cpu()
+    process = subprocess.run(
+        args, capture_output=True, text=True, timeout=seconds + 30, check=False
+    )
+    stdout, stderr = process.stdout, process.stderr
+    wall = time.monotonic() - began
+    client_cpu = _children_cpu() - children_before
+    Path(script).unlink(missing_ok=True)
+    server_cpu = (cpu_seconds(server_pid) - server_before) / wall if server_pid else 0.0
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if process.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed ({process.returncode}): {stderr.strip()} {stdout[-500:]}")
+    data = json.loads(lines[-1])
+    duration = data["duration_us"] / 1e6
+    return WrkResult(
+        rps=data["requests"] / duration if duration else 0.0,
+        p50_ms=data["p50_us"] / 1000,
+        p99_ms=data["p99_us"] / 1000,
+        max_ms=data["max_us"] / 1000,
+        requests=data["requests"],
+        errors=data["errors"],
+        non_2xx_3xx=data["non_2xx_3xx"],
+        client_cpu=client_cpu / wall,
+        server_cpu=server_cpu,
+    )

@@ -1,0 +1,38 @@
+"""The baseline worker: arq running no-op jobs with the app worker's own queue settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arq.connections import RedisSettings
+
+from app.config import load_settings
+from app.worker import worker_options
+
+QUEUE = "bench:noop"
+
+
+async def noop(ctx: dict[str, Any], index: int) -> int:
+    return index
+
+
+def _settings_class() -> type:
+    options = worker_options(load_settings())
+    return type(
+        "WorkerSettings",
+        (),
+        {
+            "functions": [noop],
+            "queue_name": QUEUE,
+            "redis_settings": RedisSettings.from_dsn(load_settings().redis_url),
+            "poll_delay": options["poll_delay"],
+            "max_jobs": options["max_jobs"],
+            "keep_result": 600,
+        },
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WorkerSettings":
+        return _settings_class()
+    raise AttributeError(name)
