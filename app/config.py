@@ -35,6 +35,7 @@ class SmtpSettings:
     use_tls: bool  # implicit TLS (smtps://)
     start_tls: bool  # require STARTTLS (smtp+starttls://)
     timeout: float
+    pool_size: int = 10  # at most this many connections at once, kept open between messages
 
     @classmethod
     def from_url(cls, url: str) -> SmtpSettings:
@@ -50,10 +51,13 @@ class SmtpSettings:
         try:
             port = parts.port or (465 if use_tls else 587 if start_tls else 25)
             timeout = float(query.get("timeout", ["30"])[0])
+            pool_size = int(query.get("pool", ["10"])[0])
         except ValueError as exc:
-            raise ConfigError(f"SMTP_URL has a bad port or timeout: {exc}") from None
+            raise ConfigError(f"SMTP_URL has a bad port, timeout or pool: {exc}") from None
         if timeout <= 0:
             raise ConfigError("SMTP_URL timeout must be positive")
+        if pool_size < 1:
+            raise ConfigError("SMTP_URL pool must be at least 1")
         return cls(
             host=parts.hostname,
             port=port,
@@ -62,6 +66,7 @@ class SmtpSettings:
             use_tls=use_tls,
             start_tls=start_tls,
             timeout=timeout,
+            pool_size=pool_size,
         )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -104,32 +104,36 @@ def new_public_id() -> str:
     return secrets.token_urlsafe(12)
 
 
+def _event_values(invite: Invite) -> dict[str, Any]:
+    return {
+        "invite_id": invite.id,
+        "sender_id": invite.sender_id,
+        "status": invite.status.value,
+        "attempt": invite.attempt,
+        "error": invite.error,
+        "next_attempt_at": invite.next_attempt_at if invite.status == Status.PENDENTE else None,
+        "created_at": invite.updated_at,
+    }
+
+
+def _outbox_values(invite: Invite, now: datetime) -> dict[str, Any]:
+    return {
+        "invite_id": invite.id,
+        "attempt": invite.attempt,
+        "available_at": invite.next_attempt_at or now,
+        "created_at": now,
+    }
+
+
 async def _record(conn: AsyncConnection, invite: Invite) -> int:
-    result = await conn.execute(
-        insert(invite_events).values(
-            invite_id=invite.id,
-            sender_id=invite.sender_id,
-            status=invite.status.value,
-            attempt=invite.attempt,
-            error=invite.error,
-            next_attempt_at=invite.next_attempt_at if invite.status == Status.PENDENTE else None,
-            created_at=invite.updated_at,
-        )
-    )
+    result = await conn.execute(insert(invite_events).values(**_event_values(invite)))
     event_id = result.inserted_primary_key[0] if result.inserted_primary_key else None
     assert event_id is not None
     return int(event_id)
 
 
 async def _add_outbox(conn: AsyncConnection, invite: Invite, now: datetime) -> int:
-    result = await conn.execute(
-        insert(outbox).values(
-            invite_id=invite.id,
-            attempt=invite.attempt,
-            available_at=invite.next_attempt_at or now,
-            created_at=now,
-        )
-    )
+    result = await conn.execute(insert(outbox).values(**_outbox_values(invite, now)))
     assert result.inserted_primary_key is not None
     return int(result.inserted_primary_key[0])
 
@@ -155,45 +159,84 @@ async def _transition(
     return Change(invite, event_id, outbox_id)
 
 
+@dataclass(frozen=True)
+class NewInvite:
+    """What a request asks for; ``create_invites`` turns it into a ``pendente`` row."""
+
+    sender_id: str
+    email: str
+    name: str | None
+    correlation_id: str
+
+
+async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -> list[Change]:
+    """Write ``pendente`` invites, their first events and outbox rows: three statements for all.
+
+    Run inside one transaction (``Database.write_many`` for group commit); the caller publishes
+    each ``Change.outbox_id`` after the commit.
+    """
+    now = utcnow()
+    result = await conn.execute(
+        insert(invites).returning(*invites.c, sort_by_parameter_order=True),
+        [
+            {
+                "public_id": new_public_id(),
+                "sender_id": request.sender_id,
+                "email": request.email,
+                "name": request.name,
+                "status": Status.PENDENTE.value,
+                "attempt": 1,
+                "round_first_attempt": 1,
+                "created_at": now,
+                "updated_at": now,
+                "sent_at": None,
+                "next_attempt_at": now,
+                "lease_expires_at": None,
+                "error": None,
+                "correlation_id": request.correlation_id,
+            }
+            for request in requests
+        ],
+    )
+    created = [Invite.from_row(row) for row in result.all()]
+    event_ids = await _ids(conn, invite_events, [_event_values(invite) for invite in created])
+    outbox_ids = await _ids(conn, outbox, [_outbox_values(invite, now) for invite in created])
+    return [
+        Change(invite, event_id, outbox_id)
+        for invite, event_id, outbox_id in zip(created, event_ids, outbox_ids, strict=True)
+    ]
+
+
+async def _ids(conn: AsyncConnection, table: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert ``rows`` in one statement; their new ids, in the order given."""
+    result = await conn.execute(
+        insert(table).returning(table.c.id, sort_by_parameter_order=True), rows
+    )
+    return [int(row[0]) for row in result.all()]
+
+
 async def create_invite(
     db: Database, *, sender_id: str, email: str, name: str | None, correlation_id: str
 ) -> Change:
     """Write a ``pendente`` invite, its first event and its outbox row in one transaction.
 
-    The caller publishes the outbox row (``Change.outbox_id``) after the commit.
+    Concurrent calls share one durable transaction (group commit); each returns after it
+    committed. The caller publishes the outbox row (``Change.outbox_id``).
     """
-    now = utcnow()
-    async with db.write() as conn:
-        result = await conn.execute(
-            insert(invites)
-            .values(
-                public_id=new_public_id(),
-                sender_id=sender_id,
-                email=email,
-                name=name,
-                status=Status.PENDENTE.value,
-                attempt=1,
-                round_first_attempt=1,
-                created_at=now,
-                updated_at=now,
-                next_attempt_at=now,
-                correlation_id=correlation_id,
-            )
-            .returning(*invites.c)
-        )
-        invite = Invite.from_row(result.one())
-        event_id = await _record(conn, invite)
-        outbox_id = await _add_outbox(conn, invite, now)
-    return Change(invite, event_id, outbox_id)
+    return await db.write_many(create_invites, NewInvite(sender_id, email, name, correlation_id))
 
 
 async def claim_for_sending(
     db: Database, public_id: str, attempt: int, lease_seconds: float
 ) -> Change | None:
-    """``pendente → enviando`` for this attempt; ``None`` means someone else has it (or had)."""
+    """``pendente → enviando`` for this attempt; ``None`` means someone else has it (or had).
+
+    Committed with other workers' claims (group commit) before it returns: the send starts
+    only after the claim is durable.
+    """
     now = utcnow()
-    async with db.write() as conn:
-        return await _transition(
+    return await db.write_batched(
+        lambda conn: _transition(
             conn,
             [
                 invites.c.public_id == public_id,
@@ -206,6 +249,7 @@ async def claim_for_sending(
                 "updated_at": now,
             },
         )
+    )
 
 
 def _sending(invite: Invite) -> list[Any]:
@@ -217,10 +261,10 @@ def _sending(invite: Invite) -> list[Any]:
 
 
 async def mark_sent(db: Database, invite: Invite) -> Change | None:
-    """``enviando → enviado``: the mail server accepted the message."""
+    """``enviando → enviado``: the mail server accepted the message (group commit)."""
     now = utcnow()
-    async with db.write() as conn:
-        return await _transition(
+    return await db.write_batched(
+        lambda conn: _transition(
             conn,
             _sending(invite),
             {
@@ -232,6 +276,7 @@ async def mark_sent(db: Database, invite: Invite) -> Change | None:
                 "next_attempt_at": None,
             },
         )
+    )
 
 
 async def schedule_retry(db: Database, invite: Invite, error: str, delay: float) -> Change | None:
@@ -459,6 +504,21 @@ async def unpublished_outbox(
     return [OutboxEntry(**row._mapping) for row in rows]
 
 
+def outbox_entry_of(change: Change) -> OutboxEntry | None:
+    """The outbox row a transition just wrote, from what it returned (no re-read)."""
+    if change.outbox_id is None:
+        return None
+    invite = change.invite
+    return OutboxEntry(
+        id=change.outbox_id,
+        invite_id=invite.id,
+        public_id=invite.public_id,
+        attempt=invite.attempt,
+        available_at=invite.next_attempt_at or invite.updated_at,
+        correlation_id=invite.correlation_id,
+    )
+
+
 async def outbox_entry(db: Database, outbox_id: int) -> OutboxEntry:
     async with db.read() as conn:
         row = (await conn.execute(_outbox_query().where(outbox.c.id == outbox_id))).one()
@@ -466,13 +526,22 @@ async def outbox_entry(db: Database, outbox_id: int) -> OutboxEntry:
 
 
 async def mark_published(db: Database, outbox_id: int, job_id: str) -> None:
-    """Record that the job for this outbox row is in the queue."""
-    async with db.write() as conn:
-        await conn.execute(
-            update(outbox)
-            .where(outbox.c.id == outbox_id, outbox.c.published_at.is_(None))
-            .values(published_at=utcnow(), job_id=job_id)
-        )
+    """Record that the job for this outbox row is in the queue (group commit)."""
+    await db.write_many(_mark_published, (outbox_id, job_id))
+
+
+async def _mark_published(
+    conn: AsyncConnection, published: Sequence[tuple[int, str]]
+) -> list[None]:
+    statement = (
+        update(outbox)
+        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.published_at.is_(None))
+        .values(published_at=utcnow(), job_id=bindparam("new_job_id"))
+    )
+    await conn.execute(
+        statement, [{"outbox_id": row, "new_job_id": job_id} for row, job_id in published]
+    )
+    return [None] * len(published)
 
 
 async def overdue_pending(

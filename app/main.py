@@ -22,6 +22,7 @@ from starlette.templating import Jinja2Templates
 from app.config import Settings, load_settings
 from app.db import Database
 from app.logs import configure_logging
+from app.queue import Publisher
 from app.web import invites, mailbox
 from app.web.common import error_response
 from app.web.middleware import CorrelationIdMiddleware
@@ -49,9 +50,17 @@ def _lifespan(settings: Settings) -> Any:
         # No connection at start-up: the web must serve (and keep accepting invites into the
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+        publisher = Publisher(db, redis)
         try:
-            yield {"settings": settings, "db": db, "redis": redis, "templates": build_templates()}
+            yield {
+                "settings": settings,
+                "db": db,
+                "redis": redis,
+                "publisher": publisher,
+                "templates": build_templates(),
+            }
         finally:
+            await publisher.close()
             await redis.aclose()
             await db.dispose()
 

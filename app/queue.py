@@ -9,13 +9,25 @@ always gets a new id. ``enqueue_job`` returning ``None`` is never taken as succe
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 
 from arq.connections import ArqRedis
-from arq.jobs import Job, JobStatus
+from arq.constants import job_key_prefix, result_key_prefix
+from arq.jobs import Job, JobStatus, serialize_job
+from arq.utils import timestamp_ms, to_unix_ms
 
+from app.batching import Batcher
 from app.db import Database
-from app.invites import OutboxEntry, mark_published, unpublished_outbox, utcnow
+from app.invites import (
+    Change,
+    OutboxEntry,
+    mark_published,
+    outbox_entry_of,
+    unpublished_outbox,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +55,100 @@ async def enqueue_attempt(redis: ArqRedis, entry: OutboxEntry) -> str:
         _defer_until=entry.available_at if entry.available_at > utcnow() else None,
     )
     if job is None:
-        # This exact outbox row was enqueued already (the fast path and the relay raced).
-        # Trust it only if the job is really there.
-        status = await Job(job_id, redis).status()
-        if status not in (*LIVE_JOB_STATUSES, JobStatus.complete):
-            raise EnqueueError(f"arq refused job {job_id} and has no trace of it ({status})")
-        log.warning("job already enqueued", extra={"job_id": job_id, "job_status": status.value})
+        await _check_refused(redis, job_id)
     return job_id
+
+
+async def _check_refused(redis: ArqRedis, job_id: str) -> None:
+    """arq refused ``job_id`` as a duplicate: fine only if that job is really there."""
+    # This exact outbox row was enqueued already (the fast path and the relay raced).
+    status = await Job(job_id, redis).status()
+    if status not in (*LIVE_JOB_STATUSES, JobStatus.complete):
+        raise EnqueueError(f"arq refused job {job_id} and has no trace of it ({status})")
+    log.warning("job already enqueued", extra={"job_id": job_id, "job_status": status.value})
+
+
+# arq's enqueue_job, for many jobs at once. Per job, exactly what enqueue_job does under
+# WATCH/MULTI: refuse the id if its job key or result key exists, else PSETEX the serialized
+# job and ZADD it to the queue. A script runs atomically, like the MULTI block; one round trip.
+_ENQUEUE_MANY = """
+local queue = ARGV[1]
+local accepted = {}
+for i = 1, #KEYS / 2 do
+  local job_key, result_key = KEYS[2 * i - 1], KEYS[2 * i]
+  local base = 1 + (i - 1) * 4
+  if redis.call('EXISTS', job_key, result_key) > 0 then
+    accepted[i] = 0
+  else
+    redis.call('PSETEX', job_key, ARGV[base + 3], ARGV[base + 4])
+    redis.call('ZADD', queue, ARGV[base + 2], ARGV[base + 1])
+    accepted[i] = 1
+  end
+end
+return accepted
+"""
+
+
+async def enqueue_attempts(
+    redis: ArqRedis, entries: Sequence[OutboxEntry]
+) -> list[str | BaseException]:
+    """Put many attempts on the queue in one round trip; each gets its job id or its error.
+
+    Same keys, scores, expiry and serializer as ``ArqRedis.enqueue_job`` (see ``_ENQUEUE_MANY``).
+    """
+    enqueue_time_ms = timestamp_ms()
+    keys: list[str] = []
+    args: list[str | int | bytes] = [redis.default_queue_name]
+    for entry in entries:
+        job_id = job_id_for(entry)
+        due_ms = to_unix_ms(entry.available_at)
+        score = due_ms if due_ms > enqueue_time_ms else enqueue_time_ms
+        job = serialize_job(
+            SEND_FUNCTION,
+            (entry.public_id, entry.attempt, entry.correlation_id),
+            {},
+            None,
+            enqueue_time_ms,
+            serializer=redis.job_serializer,
+        )
+        keys += [job_key_prefix + job_id, result_key_prefix + job_id]
+        args += [job_id, score, score - enqueue_time_ms + redis.expires_extra_ms, job]
+    accepted = await redis.register_script(_ENQUEUE_MANY)(keys=keys, args=args)
+    results: list[str | BaseException] = []
+    for entry, ok in zip(entries, accepted, strict=True):
+        job_id = job_id_for(entry)
+        try:
+            if not ok:
+                await _check_refused(redis, job_id)
+            results.append(job_id)
+        except EnqueueError as exc:
+            results.append(exc)
+    return results
+
+
+class Publisher:
+    """The fast path after a commit: concurrent callers' attempts enqueued in one round trip.
+
+    ``publish`` returns once the job is in Redis and the outbox row is marked published
+    (group commit); a failure raises and leaves the row to the outbox relay.
+    """
+
+    def __init__(self, db: Database, redis: ArqRedis) -> None:
+        self._db = db
+        self._batcher: Batcher[ArqRedis] = Batcher(
+            lambda: nullcontext(redis), isolate_failures=False
+        )
+
+    async def publish(self, change: Change) -> str | None:
+        entry = outbox_entry_of(change)
+        if entry is None:
+            return None
+        job_id = await self._batcher.run(enqueue_attempts, entry)
+        await mark_published(self._db, entry.id, job_id)
+        return job_id
+
+    async def close(self) -> None:
+        await self._batcher.close()
 
 
 async def publish(db: Database, redis: ArqRedis, entry: OutboxEntry) -> str:

@@ -45,9 +45,9 @@ PENDING_GRACE_SECONDS = 5.0
 
 async def _publish_outbox(ctx: dict[str, Any], change: Change | None) -> None:
     """Fast path for a retry scheduled by a transition; the relay covers a failure here."""
-    if change is None or change.outbox_id is None:
+    entry = transitions.outbox_entry_of(change) if change is not None else None
+    if entry is None:
         return
-    entry = await transitions.outbox_entry(ctx["db"], change.outbox_id)
     try:
         await publish(ctx["db"], ctx["redis"], entry)
     except Exception:
@@ -178,6 +178,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         task.cancel()
     if "worker_id" in ctx:
         await forget(ctx["redis"], ctx["worker_id"])
+    if "mailer" in ctx:
+        await ctx["mailer"].close()
     if "db" in ctx:
         await ctx["db"].dispose()
     log.info("worker stopped", extra={"worker_id": ctx.get("worker_id")})
@@ -196,8 +198,11 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         # A graceful stop lets in-flight sends finish; what is left is put back safely.
         "job_completion_wait": int(send_timeout),
-        "poll_delay": 0.05,
-        "max_jobs": 50,
+        # Measured (docs/benchmarks.md): a short poll keeps accepted→enviado low without backlog;
+        # many concurrent jobs make the group commits of claims and verdicts large. SMTP
+        # connections are capped separately (SMTP_URL ?pool=).
+        "poll_delay": 0.02,
+        "max_jobs": 200,
         "keep_result": 3600,
         "ctx": {"settings": settings},
     }

@@ -85,6 +85,7 @@ class RedisServer:
 class Received:
     rcpt_tos: list[str]
     content: bytes
+    peer: Any = None  # the client's (host, port): one per SMTP connection
 
     @property
     def message(self) -> EmailMessage:
@@ -152,7 +153,9 @@ class ScriptedSmtp:
         with self.lock:
             reply = script.data_replies.popleft() if script.data_replies else script.default_reply
             if reply.startswith("250"):
-                script.received.append(Received(list(envelope.rcpt_tos), envelope.original_content))
+                script.received.append(
+                    Received(list(envelope.rcpt_tos), envelope.original_content, session.peer)
+                )
         return reply
 
 

@@ -15,7 +15,7 @@ from app import invites as transitions
 from app.invites import Change, Invite
 from app.live import announce
 from app.logs import correlation_id
-from app.queue import EnqueueError, publish
+from app.queue import EnqueueError, Publisher
 from app.status import RESENDABLE
 from app.validation import InvalidInvite, parse_invite
 from app.web.common import (
@@ -53,12 +53,9 @@ async def _read_body(request: Request) -> dict[str, Any]:
 
 async def _publish_fast(request: Request, change: Change) -> None:
     """Enqueue right after the commit; if Redis is down the outbox relay does it later."""
-    if change.outbox_id is None:
-        return
-    db = db_of(request)
+    publisher: Publisher = request.state.publisher
     try:
-        entry = await transitions.outbox_entry(db, change.outbox_id)
-        await publish(db, request.state.redis, entry)
+        await publisher.publish(change)
     except (RedisError, OSError, EnqueueError) as exc:
         log.warning(
             "enqueue failed; the outbox relay will publish",

@@ -1,0 +1,116 @@
+"""Many concurrent callers, one batch at a time: group commit and pipelined enqueues.
+
+A caller hands in an operation and its argument and awaits its own result. One task takes
+everything that is waiting, groups it by operation and runs each group with one call inside one
+resource (a database transaction, a Redis connection). While a batch runs, new callers queue up
+and form the next batch, so batches grow with the load and a lone caller waits for nothing.
+
+A caller gets its result only after the whole batch finished: for group commit that means
+after the transaction committed, so a 202 sent on that result still promises a durable row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")  # the resource a batch runs in (a connection)
+A = TypeVar("A")  # one caller's argument
+T = TypeVar("T")  # one caller's result
+
+#: Runs one group: every caller's argument in, one result (or exception) per argument out.
+Operation = Callable[[R, Sequence[A]], Awaitable[Sequence[T | BaseException]]]
+
+
+@dataclass
+class _Item:
+    operation: Any
+    argument: Any
+    future: asyncio.Future[Any]
+
+
+def _resolve(item: _Item, outcome: Any) -> None:
+    if item.future.done():  # the caller went away (cancelled); the work is done all the same
+        return
+    if isinstance(outcome, BaseException):
+        item.future.set_exception(outcome)
+    else:
+        item.future.set_result(outcome)
+
+
+class Batcher(Generic[R]):
+    """Run concurrent callers' operations in batches inside one ``open_batch()`` resource.
+
+    With ``isolate_failures`` (for transactions), an exception in a batch reruns each caller on
+    its own, so one bad row fails only its own caller; without it, every caller of the failed
+    batch gets the exception (a Redis outage fails them all alike, without retrying each).
+    """
+
+    def __init__(
+        self,
+        open_batch: Callable[[], AbstractAsyncContextManager[R]],
+        *,
+        isolate_failures: bool,
+        max_batch: int = 500,
+    ) -> None:
+        self._open_batch = open_batch
+        self._isolate_failures = isolate_failures
+        self._max_batch = max_batch
+        self._waiting: deque[_Item] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    async def run(self, operation: Operation[R, A, T], argument: A) -> T:
+        """Run ``operation`` for ``argument`` in the next batch and return its own result."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Item(operation, argument, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain())
+        return await future
+
+    async def close(self) -> None:
+        """Wait for the batches already handed in."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch = [
+                self._waiting.popleft() for _ in range(min(len(self._waiting), self._max_batch))
+            ]
+            try:
+                await self._run_batch(batch)
+            except BaseException as exc:
+                for item in batch:
+                    _resolve(item, exc)
+                if not isinstance(exc, Exception):
+                    raise
+
+    async def _run_batch(self, batch: list[_Item]) -> None:
+        groups: dict[Any, list[_Item]] = {}
+        for item in batch:
+            groups.setdefault(item.operation, []).append(item)
+        try:
+            outcomes = []
+            async with self._open_batch() as resource:
+                for operation, items in groups.items():
+                    results = await operation(resource, [item.argument for item in items])
+                    outcomes.append((items, results))
+        except Exception as exc:
+            if not self._isolate_failures or len(batch) == 1:
+                for item in batch:
+                    _resolve(item, exc)
+                return
+            log.warning("a batch failed; running its callers one by one", extra={"error": str(exc)})
+            for item in batch:
+                await self._run_batch([item])
+            return
+        for items, results in outcomes:
+            for item, outcome in zip(items, results, strict=True):
+                _resolve(item, outcome)

@@ -1,0 +1,91 @@
+"""The mailer on a real SMTP server: well-formed messages, kept connections, honest verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from app.config import Settings
+from app.invites import Invite
+from app.mailer import Mailer, SendProgress, TransientSendError, build_message
+from app.status import Status
+from tests.services import ScriptedSmtp, free_port
+
+
+def an_invite(name: str | None = "Ana", email: str = "ana@exemplo.com", n: int = 1) -> Invite:
+    now = datetime.now(UTC)
+    return Invite(
+        n, f"convite{n}", "remetente", email, name, Status.ENVIANDO, None, 1, 1,
+        now, now, None, None, None, "corr-1",
+    )  # fmt: skip
+
+
+async def send(mailer: Mailer, settings: Settings, invite: Invite) -> None:
+    await mailer.send(build_message(settings, invite), SendProgress())
+
+
+async def test_a_non_ascii_name_arrives_intact_with_both_bodies(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp, settings.mail_from)
+    await send(mailer, settings, an_invite("Conceição Araújo"))
+    await mailer.close()
+
+    [received] = smtp.received
+    message = received.message
+    assert message["To"].addresses[0].display_name == "Conceição Araújo"
+    assert message["Subject"] == "Você recebeu um convite"
+    assert message["Message-ID"] == "<convite1.1@localhost>"
+    assert "Olá, Conceição Araújo!" in message.get_body(("plain",)).get_content()
+    assert "Olá, Conceição Araújo!" in message.get_body(("html",)).get_content()
+
+
+async def test_consecutive_messages_share_one_connection(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp, settings.mail_from)
+    for n in range(3):
+        await send(mailer, settings, an_invite(n=n))
+    await mailer.close()
+
+    assert len({received.peer for received in smtp.received}) == 1
+
+
+async def test_a_refused_message_closes_its_connection(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp, settings.mail_from)
+    await send(mailer, settings, an_invite(n=1))
+    smtp.reply_next("451 4.3.0 Try again later")
+    with pytest.raises(TransientSendError):
+        await send(mailer, settings, an_invite(n=2))
+    await send(mailer, settings, an_invite(n=3))
+    await mailer.close()
+
+    first, last = smtp.received
+    assert first.peer != last.peer
+
+
+async def test_a_kept_connection_the_server_dropped_is_replaced_not_failed(
+    settings: Settings,
+) -> None:
+    port = free_port()
+    smtp = replace(settings.smtp, host="127.0.0.1", port=port)
+    server = ScriptedSmtp(port)
+    server.start()
+    mailer = Mailer(smtp, settings.mail_from)
+    try:
+        await send(mailer, settings, an_invite(n=1))
+        server.stop()  # the server goes away (restart, idle timeout): our kept socket is dead
+        server = ScriptedSmtp(port)
+        server.start()
+
+        await send(mailer, settings, an_invite(n=2))
+
+        [received] = server.received
+        assert received.rcpt_tos == ["ana@exemplo.com"]
+    finally:
+        await mailer.close()
+        server.stop()
