@@ -103,8 +103,9 @@ async def test_pipelined_enqueue_writes_what_arq_enqueue_job_writes(arq_redis: A
         expected.function, (ours.public_id, 1, "corr"), expected.kwargs, expected.job_try,
     )  # fmt: skip
     assert abs(info.score - expected.score) < 1000  # type: ignore[operator]
-    ttl, expected_ttl = await arq_redis.pttl(f"arq:job:{job_id}"), await arq_redis.pttl(
-        f"arq:job:{job_id_for(theirs)}"
+    ttl, expected_ttl = (
+        await arq_redis.pttl(f"arq:job:{job_id}"),
+        await arq_redis.pttl(f"arq:job:{job_id_for(theirs)}"),
     )
     assert abs(ttl - expected_ttl) < 1000
 
