@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -45,10 +48,16 @@ class Database:
             self.reader = self.writer
         self._group_commit: Batcher[AsyncConnection] = Batcher(self.write, isolate_failures=True)
 
+        self._turns = WriterTurns(self.url.database) if self.is_sqlite else None
+
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """One transaction that commits on success and rolls back on any error."""
-        async with self.writer.begin() as conn:
+        if self._turns is None:
+            async with self.writer.begin() as conn:
+                yield conn
+            return
+        async with self._turns.turn(), self.writer.begin() as conn:
             yield conn
 
     async def write_many(self, operation: Operation[AsyncConnection, A, T], argument: A) -> T:
@@ -71,8 +80,51 @@ class Database:
     async def dispose(self) -> None:
         await self._group_commit.close()
         await self.writer.dispose()
+        if self._turns is not None:
+            self._turns.close()
         if self.reader is not self.writer:
             await self.reader.dispose()
+
+
+class WriterTurns:
+    """Fair turns at SQLite's single write lock for every process on one database file.
+
+    SQLite's own busy handler polls with growing sleeps, so a process that writes in a tight
+    loop (the web under load) starves another one (the worker) for seconds. Writers queue on
+    an ``flock`` of a file next to the database instead: the kernel wakes the next waiter the
+    moment the lock is released. Within a process, an ``asyncio.Lock`` keeps one waiter.
+    """
+
+    def __init__(self, database: str | None) -> None:
+        self._path = f"{database}.writelock" if database and database != ":memory:" else None
+        self._fd: int | None = None
+        self._local = asyncio.Lock()
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        async with self._local:
+            if self._path is None:
+                yield
+                return
+            if self._fd is None:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = self._fd
+            waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                # The thread may still get the lock: hand it back when it does.
+                waiting.add_done_callback(lambda _: fcntl.flock(fd, fcntl.LOCK_UN))
+                raise
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -226,30 +226,68 @@ async def create_invite(
     return await db.write_many(create_invites, NewInvite(sender_id, email, name, correlation_id))
 
 
+async def _transition_each(
+    conn: AsyncConnection,
+    keys: Sequence[tuple[Any, int]],
+    key_columns: tuple[Any, Any],
+    from_status: Status,
+    values: dict[str, Any],
+) -> list[Change | None]:
+    """One conditional UPDATE for many rows (``WHERE (key, attempt) IN … AND status = …``).
+
+    Each key wins or loses on its own, exactly as with one UPDATE per row; a key asked twice
+    in one batch (a redelivered job) wins at most once. The events are one INSERT.
+    """
+    result = await conn.execute(
+        update(invites)
+        .where(tuple_(*key_columns).in_(list(dict.fromkeys(keys))))
+        .where(invites.c.status == from_status.value)
+        .values(**values)
+        .returning(*invites.c)
+    )
+    won = [Invite.from_row(row) for row in result.all()]
+    event_ids = await _ids(conn, invite_events, [_event_values(invite) for invite in won])
+    changes: dict[tuple[Any, int], Change] = {
+        (getattr(invite, key_columns[0].name), invite.attempt): Change(invite, event_id)
+        for invite, event_id in zip(won, event_ids, strict=True)
+    }
+    return [changes.pop(key, None) for key in keys]
+
+
+@dataclass(frozen=True)
+class _Claim:
+    public_id: str
+    attempt: int
+    lease_seconds: float
+
+
+async def _claim_each(conn: AsyncConnection, claims: Sequence[_Claim]) -> list[Change | None]:
+    now = utcnow()
+    lease_seconds = claims[0].lease_seconds
+    if any(claim.lease_seconds != lease_seconds for claim in claims):
+        return [(await _claim_each(conn, [claim]))[0] for claim in claims]
+    return await _transition_each(
+        conn,
+        [(claim.public_id, claim.attempt) for claim in claims],
+        (invites.c.public_id, invites.c.attempt),
+        Status.PENDENTE,
+        {
+            "status": Status.ENVIANDO.value,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds),
+            "updated_at": now,
+        },
+    )
+
+
 async def claim_for_sending(
     db: Database, public_id: str, attempt: int, lease_seconds: float
 ) -> Change | None:
     """``pendente → enviando`` for this attempt; ``None`` means someone else has it (or had).
 
-    Committed with other workers' claims (group commit) before it returns: the send starts
-    only after the claim is durable.
+    Committed with other jobs' claims (group commit, one UPDATE for all) before it returns:
+    the send starts only after the claim is durable.
     """
-    now = utcnow()
-    return await db.write_batched(
-        lambda conn: _transition(
-            conn,
-            [
-                invites.c.public_id == public_id,
-                invites.c.status == Status.PENDENTE.value,
-                invites.c.attempt == attempt,
-            ],
-            {
-                "status": Status.ENVIANDO.value,
-                "lease_expires_at": now + timedelta(seconds=lease_seconds),
-                "updated_at": now,
-            },
-        )
-    )
+    return await db.write_many(_claim_each, _Claim(public_id, attempt, lease_seconds))
 
 
 def _sending(invite: Invite) -> list[Any]:
@@ -260,23 +298,30 @@ def _sending(invite: Invite) -> list[Any]:
     ]
 
 
-async def mark_sent(db: Database, invite: Invite) -> Change | None:
-    """``enviando → enviado``: the mail server accepted the message (group commit)."""
+async def _mark_sent_each(conn: AsyncConnection, sending: Sequence[Invite]) -> list[Change | None]:
     now = utcnow()
-    return await db.write_batched(
-        lambda conn: _transition(
-            conn,
-            _sending(invite),
-            {
-                "status": Status.ENVIADO.value,
-                "error": None,
-                "sent_at": now,
-                "updated_at": now,
-                "lease_expires_at": None,
-                "next_attempt_at": None,
-            },
-        )
+    return await _transition_each(
+        conn,
+        [(invite.id, invite.attempt) for invite in sending],
+        (invites.c.id, invites.c.attempt),
+        Status.ENVIANDO,
+        {
+            "status": Status.ENVIADO.value,
+            "error": None,
+            "sent_at": now,
+            "updated_at": now,
+            "lease_expires_at": None,
+            "next_attempt_at": None,
+        },
     )
+
+
+async def mark_sent(db: Database, invite: Invite) -> Change | None:
+    """``enviando → enviado``: the mail server accepted the message.
+
+    Committed with other jobs' verdicts (group commit, one UPDATE for all) before it returns.
+    """
+    return await db.write_many(_mark_sent_each, invite)
 
 
 async def schedule_retry(db: Database, invite: Invite, error: str, delay: float) -> Change | None:

@@ -147,6 +147,7 @@ def backlog_section(data: dict[str, Any]) -> list[str]:
         "|---|---|",
         f"| backlog drained | {data['sent']:,} of {data['invites']:,} |",
         f"| drain rate | {_f(data['rate'])} invites/s |",
+        f"| worker CPU meanwhile (share of one core) | {data.get('worker_cpu', 0):.0%} |",
         f"| waiting sender's page during the drain: GET p50 / p99 / max | {_f(page['p50_ms'], 1)}"
         f" / {_f(page['p99_ms'], 1)} / {_f(page['max_ms'], 1)} ms ({page['gets']} GETs) |",
         f"| page correct (only its invites, no status going back, all `enviado` at the end) "

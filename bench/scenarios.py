@@ -402,12 +402,13 @@ async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
         stop = asyncio.Event()
         watcher = asyncio.create_task(_watch_page(web, waiting, ids, stop))
         with stack.worker(env, "backlog") as worker:
-            began = time.time()
+            began, cpu_before = time.time(), procs.cpu_seconds(worker.pid)
             rss_before = procs.rss_mb(worker.pid)
             deadline = time.monotonic() + sizes.timeout
             while _count(settings, "status = 'enviado'") < total and time.monotonic() < deadline:
                 await asyncio.sleep(0.25)
             rss_after = procs.rss_mb(worker.pid)
+            worker_cpu = (procs.cpu_seconds(worker.pid) - cpu_before) / (time.time() - began)
         stop.set()
         page = await watcher
     _, _, last_sent, sent = _sent_latencies(settings)
@@ -420,4 +421,5 @@ async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
         "waiting_all_sent": all(v == 2 for v in page["final"].values())
         and len(page["final"]) == WAITING,
         "worker_rss_mb": {"before": rss_before, "after": rss_after},
+        "worker_cpu": worker_cpu,
     }

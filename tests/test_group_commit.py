@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.config import Settings
 from app.db import Database
-from app.invites import OutboxEntry, create_invite, utcnow
+from app.invites import OutboxEntry, claim_for_sending, create_invite, utcnow
 from app.queue import SEND_FUNCTION, enqueue_attempts, job_id_for
 
 
@@ -122,3 +122,49 @@ async def test_pipelined_enqueue_refuses_an_id_whose_result_is_kept_like_arq(
     assert outcome == job_id_for(entry)
     assert await arq_redis.zcard("arq:queue") == 0
     assert not await arq_redis.exists(f"arq:job:{job_id_for(entry)}")
+
+
+async def test_a_second_writer_gets_its_turn_while_another_writes_nonstop(
+    settings: Settings,
+) -> None:
+    # Two Database objects on one file behave like two processes (web and worker).
+    busy, other = Database(settings.database_url), Database(settings.database_url)
+    stop = asyncio.Event()
+
+    async def write_nonstop() -> None:
+        while not stop.is_set():
+            async with busy.write() as conn:
+                await conn.execute(text("UPDATE outbox SET job_id = NULL WHERE id = -1"))
+                await asyncio.sleep(0.02)
+
+    writer = asyncio.create_task(write_nonstop())
+    try:
+        await asyncio.sleep(0.2)
+        began = asyncio.get_running_loop().time()
+        async with other.write() as conn:
+            await conn.execute(text("UPDATE outbox SET job_id = NULL WHERE id = -2"))
+        waited = asyncio.get_running_loop().time() - began
+    finally:
+        stop.set()
+        await writer
+        await busy.dispose()
+        await other.dispose()
+
+    assert waited < 0.3  # one or two of the busy writer's turns, not its whole run
+
+
+async def test_a_claim_asked_twice_in_one_batch_is_won_once(db: Database) -> None:
+    created = [
+        await create_invite(
+            db, sender_id="s", email=f"p{n}@exemplo.com", name=None, correlation_id=f"c{n}"
+        )
+        for n in range(3)
+    ]
+    ids = [change.invite.public_id for change in created]
+
+    claims = await asyncio.gather(
+        *(claim_for_sending(db, public_id, 1, 60) for public_id in [*ids, ids[0], ids[0]])
+    )
+
+    assert [claim is not None for claim in claims] == [True, True, True, False, False]
+    assert {claim.invite.public_id for claim in claims if claim} == set(ids)
