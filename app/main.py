@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 
 from app.config import Settings, load_settings
 from app.db import Database
+from app.live import Announcer
 from app.logs import configure_logging
 from app.queue import Publisher
 from app.web import invites, mailbox
@@ -51,16 +52,19 @@ def _lifespan(settings: Settings) -> Any:
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
+        announcer = Announcer(redis)
         try:
             yield {
                 "settings": settings,
                 "db": db,
                 "redis": redis,
                 "publisher": publisher,
+                "announcer": announcer,
                 "templates": build_templates(),
             }
         finally:
             await publisher.close()
+            await announcer.close()
             await redis.aclose()
             await db.dispose()
 

@@ -22,7 +22,7 @@ from app.config import Settings, load_settings
 from app.db import Database
 from app.heartbeat import beat, forget
 from app.invites import Change, Invite
-from app.live import announce
+from app.live import Announcer, announce
 from app.logs import configure_logging, correlation_id
 from app.mailer import (
     Mailer,
@@ -55,7 +55,7 @@ async def _publish_outbox(ctx: dict[str, Any], change: Change | None) -> None:
 
 
 async def _record(ctx: dict[str, Any], change: Change | None) -> None:
-    await announce(ctx["redis"], [change])
+    await ctx["announcer"].announce(change)
     await _publish_outbox(ctx, change)
 
 
@@ -122,7 +122,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         # A redelivered job, or an attempt that another job already ran: nothing to do.
         log.info("claim lost; duplicate delivery", extra={"invite": public_id, "attempt": attempt})
         return "duplicate"
-    await announce(ctx["redis"], [claimed])
+    await ctx["announcer"].announce(claimed)
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
     outcome = await _deliver(ctx, claimed.invite)
     await _record(ctx, outcome)
@@ -166,6 +166,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     ctx["db"] = Database(settings.database_url)
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
+    ctx["announcer"] = Announcer(ctx["redis"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     await beat(ctx["redis"], ctx["worker_id"])
     ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))

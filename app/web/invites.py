@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import invites as transitions
 from app.invites import Change, Invite
-from app.live import announce
+from app.live import Announcer
 from app.logs import correlation_id
 from app.queue import EnqueueError, Publisher
 from app.status import RESENDABLE
@@ -61,7 +61,8 @@ async def _publish_fast(request: Request, change: Change) -> None:
             "enqueue failed; the outbox relay will publish",
             extra={"invite": change.invite.public_id, "error": str(exc)},
         )
-    await announce(request.state.redis, [change])
+    announcer: Announcer = request.state.announcer
+    await announcer.announce(change)
 
 
 def _accepted(request: Request, invite: Invite) -> Response:
