@@ -109,17 +109,24 @@ class WriterTurns:
             if self._fd is None:
                 self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
             fd = self._fd
-            waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
             try:
-                await asyncio.shield(waiting)
-            except asyncio.CancelledError:
-                # The thread may still get the lock: hand it back when it does.
-                waiting.add_done_callback(lambda _: fcntl.flock(fd, fcntl.LOCK_UN))
-                raise
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: no thread hop
+            except BlockingIOError:
+                await self._wait_for_lock(fd)
             try:
                 yield
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @staticmethod
+    async def _wait_for_lock(fd: int) -> None:
+        waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+        try:
+            await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            # The thread may still get the lock: hand it back when it does.
+            waiting.add_done_callback(lambda _: fcntl.flock(fd, fcntl.LOCK_UN))
+            raise
 
     def close(self) -> None:
         if self._fd is not None:

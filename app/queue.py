@@ -8,6 +8,7 @@ always gets a new id. ``enqueue_job`` returning ``None`` is never taken as succe
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -129,8 +130,10 @@ async def enqueue_attempts(
 class Publisher:
     """The fast path after a commit: concurrent callers' attempts enqueued in one round trip.
 
-    ``publish`` returns once the job is in Redis and the outbox row is marked published
-    (group commit); a failure raises and leaves the row to the outbox relay.
+    ``publish`` returns once the job is in Redis; a failure raises and leaves the row to the
+    outbox relay. Marking the outbox row published is bookkeeping, not a promise to anyone:
+    it rides along with the next group commit instead of making the caller wait for one
+    (if it is lost, the relay re-publishes and arq refuses the duplicate job id).
     """
 
     def __init__(self, db: Database, redis: ArqRedis) -> None:
@@ -138,17 +141,30 @@ class Publisher:
         self._batcher: Batcher[ArqRedis] = Batcher(
             lambda: nullcontext(redis), isolate_failures=False
         )
+        self._marking: set[asyncio.Task[None]] = set()
 
     async def publish(self, change: Change) -> str | None:
         entry = outbox_entry_of(change)
         if entry is None:
             return None
         job_id = await self._batcher.run(enqueue_attempts, entry)
-        await mark_published(self._db, entry.id, job_id)
+        task = asyncio.create_task(self._mark_published(entry, job_id))
+        self._marking.add(task)
+        task.add_done_callback(self._marking.discard)
         return job_id
+
+    async def _mark_published(self, entry: OutboxEntry, job_id: str) -> None:
+        try:
+            await mark_published(self._db, entry.id, job_id)
+        except Exception:
+            log.exception(
+                "could not mark an outbox row published; the relay will re-publish it",
+                extra={"invite": entry.public_id, "job_id": job_id},
+            )
 
     async def close(self) -> None:
         await self._batcher.close()
+        await asyncio.gather(*self._marking)
 
 
 async def publish(db: Database, redis: ArqRedis, entry: OutboxEntry) -> str:
