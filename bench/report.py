@@ -89,7 +89,8 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
         f"| burst: accepted→`enviado` p50 / p99 (with backlog) | "
         f"{_f(burst['p50_ms'])} / {_f(burst['p99_ms'])} ms | |",
         f"| burst: accept rate meanwhile | {_f(burst['accept_rps'])} req/s | |",
-        f"| paced at {_f(paced['rate'])}/s ({paced['posted']} invites): accepted→`enviado` "
+        f"| paced at {_f(paced['rate'])}/s ({paced['posted']} invites, after 1 s of warm-up): "
+        "accepted→`enviado` "
         f"p50 / p99 | {_f(paced['p50_ms'], 1)} / {_f(paced['p99_ms'], 1)} ms | |",
         f"| baseline: arq no-op jobs, same Redis and worker settings | {_f(noop['rate'])} jobs/s "
         f"({noop['jobs']:,} jobs) | 1.00 |",
