@@ -83,6 +83,9 @@ class Settings:
     worker_heartbeat_seconds: float
     mailbox_dir: Path | None
     https_only_cookies: bool
+    alarm_pending_seconds: float
+    alarm_check_seconds: float
+    ops_token: str | None
 
     @property
     def is_dev(self) -> bool:
@@ -130,6 +133,15 @@ def _bool(raw: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("must be true or false")
+
+
+def _ops_token(raw: str) -> str | None:
+    # No token: the operator page is off (404), never open.
+    if not raw:
+        return None
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
+    return raw
 
 
 def _env_name(raw: str) -> str:
@@ -191,4 +203,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         worker_heartbeat_seconds=_parse(env, "WORKER_HEARTBEAT_SECONDS", "5", _positive_float),
         mailbox_dir=Path(mailbox) if mailbox else None,
         https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
+        alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
+        alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
+        ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
     )
