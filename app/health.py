@@ -148,7 +148,8 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
         )
     if health.redis is None:
         problems.append(Problem("redis_unreachable", f"Redis inacessível ({health.redis_error})."))
-    elif not health.redis.workers and (health.waiting or health.redis.queue_depth):
+    elif not health.redis.workers and health.waiting:
+        # The rows, not the queue: arq's own cron job sits in the queue with no invite waiting.
         problems.append(
             Problem("no_live_worker", "Nenhum worker ativo e há convites esperando envio.")
         )

@@ -48,6 +48,6 @@ def configure_logging(process: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for name in ("arq", "uvicorn", "uvicorn.error"):
+    for name in ("arq", "uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

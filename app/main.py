@@ -70,8 +70,8 @@ def _lifespan(settings: Settings) -> Any:
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
-            with contextlib.suppress(RedisError, OSError):
-                await sse.forget(redis)
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                await asyncio.wait_for(sse.forget(redis), 1)
             await redis.aclose()
             await db.dispose()
 
