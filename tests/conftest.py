@@ -108,8 +108,9 @@ async def running_app(settings: Settings) -> AsyncIterator[Any]:
         yield with_state
 
 
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser of its own (its own cookie jar) talking to a running app."""
     async with running_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
@@ -117,17 +118,15 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client(settings) as http:
+        yield http
+
+
+@pytest.fixture
 def other_client(settings: Settings) -> Any:
     """A factory for a second browser (its own cookie jar) on the same app."""
-
-    @asynccontextmanager
-    async def make() -> AsyncIterator[httpx.AsyncClient]:
-        async with running_app(settings) as app:
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-                yield http
-
-    return make
+    return lambda: app_client(settings)
 
 
 async def drain(settings: Settings, **overrides: Any) -> Worker:
@@ -160,6 +159,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "RETRY_BACKOFF_SECONDS": ",".join(str(s) for s in settings.retry_backoff_seconds),
             "SENDING_LEASE_SECONDS": str(settings.sending_lease_seconds),
             "WORKER_HEARTBEAT_SECONDS": str(settings.worker_heartbeat_seconds),
+            "WORKER_GRACE_SECONDS": str(settings.worker_grace_seconds),
             "SLOW_AFTER_SECONDS": str(settings.slow_after_seconds),
             "PYTHONPATH": str(ROOT),
         }

@@ -98,6 +98,7 @@ class _Script:
     data_replies: deque[str] = field(default_factory=deque)
     default_reply: str = "250 2.0.0 OK"
     stalled: bool = False
+    stall_at: str = "data"  # or "rcpt": before any of the message is handed over
     received: list[Received] = field(default_factory=list)
     data_started: int = 0
 
@@ -131,7 +132,8 @@ class ScriptedSmtp:
         with self.lock:
             self.script.default_reply = reply
 
-    def stall(self, on: bool = True) -> None:
+    def stall(self, on: bool = True, at: str = "data") -> None:
+        self.script.stall_at = at
         self.script.stalled = on
 
     @property
@@ -143,11 +145,20 @@ class ScriptedSmtp:
     def data_started(self) -> int:
         return self.script.data_started
 
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        script = self.script
+        while script.stalled and script.stall_at == "rcpt":
+            await asyncio.sleep(0.05)
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         script = self.script
         with self.lock:
             script.data_started += 1
-        while script.stalled:
+        while script.stalled and script.stall_at == "data":
             await asyncio.sleep(0.05)
         with self.lock:
             reply = script.data_replies.popleft() if script.data_replies else script.default_reply
