@@ -189,7 +189,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
-    send_timeout = settings.sending_lease_seconds
+    # A backstop only: the SMTP conversation is cut at half the lease (see _deliver).
+    send_timeout = settings.sending_lease_seconds * 2
     return {
         "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
         "cron_jobs": [
