@@ -27,7 +27,7 @@ from app.status import Status
 
 log = logging.getLogger(__name__)
 
-PROBE_TIMEOUT_SECONDS = 2.0
+PROBE_TIMEOUT_SECONDS = 3.0
 FAILURE_WINDOW = timedelta(hours=1)
 _ADDRESS = re.compile(r"[^\s<>()\"',;:]+@[^\s<>()\"',;:]+")
 

@@ -37,7 +37,7 @@ async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
 ) -> None:
     await beat(redis, "worker-a")
     healthy = run(settings, "status")
-    assert healthy.returncode == 0, healthy.stderr
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert healthy.stdout.startswith("Convites: SAUDÁVEL")
     assert "Workers ativos: 1" in healthy.stdout
 
