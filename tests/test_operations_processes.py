@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,18 @@ def web(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[AppProcess, str]]
         yield process, f"http://127.0.0.1:{port}"
 
 
+@contextmanager
+def running_worker(env: dict[str, str], log_path: Path) -> Iterator[AppProcess]:
+    with AppProcess.worker(env, log_path) as worker:
+        worker.wait_for_log("worker started")
+        yield worker
+
+
 def test_one_correlation_id_follows_an_invite_through_web_worker_and_email(
     web: tuple[AppProcess, str], env: dict[str, str], tmp_path: Path, smtp: ScriptedSmtp
 ) -> None:
     web_process, base = web
-    with AppProcess.worker(env, tmp_path / "worker.log") as worker:
-        worker.wait_for_log("worker started")
+    with running_worker(env, tmp_path / "worker.log") as worker:
         response = httpx.post(
             f"{base}/convites",
             json={"email": "ana@exemplo.com"},
@@ -85,8 +92,7 @@ def test_a_stopped_worker_turns_saude_503_and_raises_the_alarm_until_it_is_back(
     web: tuple[AppProcess, str], env: dict[str, str], tmp_path: Path, smtp: ScriptedSmtp
 ) -> None:
     web_process, base = web
-    with AppProcess.worker(env, tmp_path / "worker-1.log") as worker:
-        worker.wait_for_log("worker started")
+    with running_worker(env, tmp_path / "worker-1.log") as worker:
         assert httpx.get(f"{base}/saude").status_code == 200
         worker.stop()
 
@@ -100,8 +106,7 @@ def test_a_stopped_worker_turns_saude_503_and_raises_the_alarm_until_it_is_back(
     [raised] = eventually(lambda: alarm(web_process, "no_live_worker", "raised"))
     assert raised["level"] == "ERROR" and raised["process"] == "web"
 
-    with AppProcess.worker(env, tmp_path / "worker-2.log") as worker:
-        worker.wait_for_log("worker started")
+    with running_worker(env, tmp_path / "worker-2.log"):
         eventually(lambda: httpx.get(f"{base}/saude").status_code == 200)
         eventually(lambda: alarm(web_process, "no_live_worker", "cleared"))
         eventually(lambda: smtp.received)

@@ -29,7 +29,14 @@ from app.invites import utcnow
 from app.metrics import SseConnections
 from app.ops import failed_by_reason, retry_in_bulk, uncertain_invites
 from app.status import Status
-from app.web.common import db_of, render, settings_of, templates_of, wants_json
+from app.web.common import (
+    db_of,
+    error_response,
+    render,
+    settings_of,
+    templates_of,
+    wants_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +163,7 @@ async def retry(request: Request) -> Response:
     """POST /operacao/tentar-de-novo: every ``falhou`` invite with the chosen reason, again."""
     reason = (await request.form()).get("motivo")
     if not isinstance(reason, str) or not reason:
-        return JSONResponse({"erro": "Escolha um motivo."}, status_code=400)
+        return error_response(request, 400, "Escolha um motivo.")
     changes = await retry_in_bulk(db_of(request), request.state.redis, Status.FALHOU, reason=reason)
     if wants_json(request):
         return JSONResponse({"reenviados": len(changes)})
