@@ -170,37 +170,40 @@ class Snapshot:
     sse_connections: int | None = None
 
 
+COUNTED_EVENTS = [s.value for s in (Status.ENVIANDO, Status.ENVIADO, Status.FALHOU, Status.INCERTO)]
+
+
 async def database_counters(db: Database, snapshot: Snapshot) -> None:
-    """Counters are counts of rows: right however many processes wrote them."""
+    """Counters are counts of rows: right however many processes wrote them.
+
+    All of them or none land in ``snapshot``: a scrape cut short must not report a counter
+    as 0 (Prometheus would read that as a reset).
+    """
     async with db.read() as conn:
-        snapshot.created = (await conn.execute(select(func.count()).select_from(invites))).scalar()
-        by_status = await conn.execute(
-            select(invite_events.c.status, invite_events.c.failure_class, func.count())
-            .where(
-                invite_events.c.status.in_(
-                    [
-                        s.value
-                        for s in (Status.ENVIANDO, Status.ENVIADO, Status.FALHOU, Status.INCERTO)
-                    ]
-                )
+        created = (await conn.execute(select(func.count()).select_from(invites))).scalar()
+        rows = (
+            await conn.execute(
+                select(invite_events.c.status, invite_events.c.failure_class, func.count())
+                .where(invite_events.c.status.in_(COUNTED_EVENTS))
+                .group_by(invite_events.c.status, invite_events.c.failure_class)
             )
-            .group_by(invite_events.c.status, invite_events.c.failure_class)
-        )
-        failed = {kind.value: 0 for kind in FailureClass}
-        snapshot.sent = snapshot.attempts = 0
-        for status, kind, count in by_status:
-            if status == Status.ENVIANDO:
-                snapshot.attempts += count
-            elif status == Status.ENVIADO:
-                snapshot.sent += count
-            else:
-                failed[kind or FailureClass.PERMANENT.value] += count
-        snapshot.failed = failed
+        ).all()
+    per_status = {status: 0 for status in COUNTED_EVENTS}
+    failed = {kind.value: 0 for kind in FailureClass}
+    for status, kind, count in rows:
+        per_status[status] += count
+        if status in (Status.FALHOU, Status.INCERTO):
+            failed[kind or FailureClass.PERMANENT.value] += count
+    snapshot.created = created
+    snapshot.attempts = per_status[Status.ENVIANDO]
+    snapshot.sent = per_status[Status.ENVIADO]
+    snapshot.failed = failed
 
 
 async def redis_counters(redis: Redis, snapshot: Snapshot, sse_stale_after: float) -> None:
-    snapshot.histograms = {h.name: await h.read(redis) for h in HISTOGRAMS}
-    snapshot.sse_connections = await open_sse_connections(redis, sse_stale_after)
+    histograms = {h.name: await h.read(redis) for h in HISTOGRAMS}
+    sse_connections = await open_sse_connections(redis, sse_stale_after)
+    snapshot.histograms, snapshot.sse_connections = histograms, sse_connections
 
 
 class SnapshotCollector(Collector):
