@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -13,8 +13,9 @@ from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Route, async_playwright, expect
 
 from app.config import Settings
-from tests.conftest import process_env
-from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
+from app.migrate import upgrade
+from tests.conftest import make_settings, process_env
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
@@ -28,6 +29,24 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.fixture
+def smtp() -> Iterator[ScriptedSmtp]:
+    server = ScriptedSmtp(free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, smtp: ScriptedSmtp) -> Iterator[Settings]:
+    redis = RedisServer(tmp_path, free_port())
+    redis.start()
+    settings = make_settings(tmp_path, redis.url, smtp.port)
+    upgrade(settings)
+    yield settings
+    redis.stop()
 
 
 @pytest.fixture
