@@ -86,8 +86,12 @@ class Settings:
     max_attempts: int
     retry_backoff_seconds: tuple[float, ...]
     worker_heartbeat_seconds: float
+    worker_grace_seconds: float
     mailbox_dir: Path | None
     https_only_cookies: bool
+    alarm_pending_seconds: float
+    alarm_check_seconds: float
+    ops_token: str | None
 
     @property
     def is_dev(self) -> bool:
@@ -137,6 +141,15 @@ def _bool(raw: str) -> bool:
     raise ValueError("must be true or false")
 
 
+def _ops_token(raw: str) -> str | None:
+    # No token: the operator page is off (404), never open.
+    if not raw:
+        return None
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
+    return raw
+
+
 def _env_name(raw: str) -> str:
     if raw not in ENVIRONMENTS:
         raise ValueError(f"must be one of {', '.join(ENVIRONMENTS)}")
@@ -172,6 +185,17 @@ def _secret_key(env: Mapping[str, str], app_env: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read and check every setting; raise ``ConfigError`` naming the first bad variable."""
     env = os.environ if env is None else env
+    settings = _read(env)
+    if settings.sending_lease_seconds < 2 * settings.smtp.timeout:
+        raise ConfigError(
+            f"SENDING_LEASE_SECONDS={settings.sending_lease_seconds:g} must be at least twice the "
+            f"SMTP timeout ({settings.smtp.timeout:g}s, from SMTP_URL): a send must end inside "
+            "its lease, or a slow send would be reported as incerto"
+        )
+    return settings
+
+
+def _read(env: Mapping[str, str]) -> Settings:
     app_env = _parse(env, "APP_ENV", "development", _env_name)
     mailbox = env.get("MAILBOX_DIR", "")
     return Settings(
@@ -194,6 +218,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_attempts=_parse(env, "MAX_ATTEMPTS", "4", _positive_int),
         retry_backoff_seconds=_parse(env, "RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff),
         worker_heartbeat_seconds=_parse(env, "WORKER_HEARTBEAT_SECONDS", "5", _positive_float),
+        worker_grace_seconds=_parse(env, "WORKER_GRACE_SECONDS", "30", _positive_float),
         mailbox_dir=Path(mailbox) if mailbox else None,
         https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
+        alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
+        alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
+        ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
     )

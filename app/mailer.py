@@ -29,6 +29,9 @@ from app.invites import Invite
 
 log = logging.getLogger(__name__)
 
+_NO_ANSWER = "Não conseguimos falar com o servidor de e-mail (conexão recusada ou sem resposta)."
+_UNKNOWN = "A conexão caiu enquanto a mensagem era entregue; não sabemos se ela saiu."
+
 
 class SendError(Exception):
     """A send that did not end in a 250; ``reason`` is pt-BR text for the person."""
@@ -178,29 +181,44 @@ class Mailer:
         self._idle: list[_Idle] = []
         self._slots = asyncio.Semaphore(smtp.pool_size)
 
-    async def send(self, message: OutgoingMail, progress: SendProgress) -> None:
-        """Deliver ``message`` to its recipient or raise a ``SendError`` subclass."""
-        recipient = message.recipient
-        async with self._slots:
-            client = await self._envelope_on_kept(recipient)
-            try:
+    async def send(self, message: OutgoingMail, progress: SendProgress, *, deadline: float) -> None:
+        """Deliver ``message`` to its recipient or raise a ``SendError`` subclass.
+
+        ``deadline`` bounds the whole SMTP conversation, waiting for a free connection included
+        (each step also has the SMTP timeout), so a send always ends well inside the row's lease.
+        """
+        client: aiosmtplib.SMTP | None = None
+        try:
+            async with asyncio.timeout(deadline), self._slots:
+                client = await self._envelope_on_kept(message.recipient)
                 if client is None:
                     client = self._new_client()
                     await self._connect(client)
-                    await self._envelope(client, recipient)
+                    await self._envelope(client, message.recipient)
                 progress.data_started = True
                 await self._data(client, message)
-            except BaseException:
-                if client is not None:
-                    await self._close(client)
-                raise
-            self._idle.append(_Idle(client, time.monotonic()))
+                self._idle.append(_Idle(client, time.monotonic()))
+        except TimeoutError:
+            if client is not None:
+                client.close()
+            if progress.data_started:
+                raise UnknownOutcomeError(_UNKNOWN) from None
+            raise TransientSendError(_NO_ANSWER) from None
+        except BaseException:
+            # Failed or cancelled: drop the connection; a polite QUIT could hang as long again.
+            if client is not None:
+                client.close()
+            raise
 
     async def close(self) -> None:
         """Say goodbye on every kept connection (the worker is stopping)."""
         idle, self._idle = self._idle, []
         for kept in idle:
-            await self._close(kept.client)
+            if kept.client.is_connected:
+                try:
+                    await asyncio.wait_for(kept.client.quit(), self.smtp.timeout)
+                except (aiosmtplib.SMTPException, OSError, TimeoutError):
+                    kept.client.close()
 
     def _new_client(self) -> aiosmtplib.SMTP:
         return aiosmtplib.SMTP(
@@ -208,7 +226,7 @@ class Mailer:
             port=self.smtp.port,
             timeout=self.smtp.timeout,
             use_tls=self.smtp.use_tls,
-            start_tls=self.smtp.start_tls if self.smtp.start_tls else False,
+            start_tls=self.smtp.start_tls,
         )
 
     async def _envelope_on_kept(self, recipient: str) -> aiosmtplib.SMTP | None:
@@ -216,26 +234,18 @@ class Mailer:
         while self._idle:
             kept = self._idle.pop()
             if not kept.client.is_connected or time.monotonic() - kept.since > self.IDLE_SECONDS:
-                await self._close(kept.client)
+                kept.client.close()
                 continue
             try:
                 await self._envelope(kept.client, recipient, kept=True)
             except _StaleConnection:
-                await self._close(kept.client)
+                kept.client.close()
                 continue
             except BaseException:
-                await self._close(kept.client)
+                kept.client.close()
                 raise
             return kept.client
         return None
-
-    async def _close(self, client: aiosmtplib.SMTP) -> None:
-        if not client.is_connected:
-            return
-        try:
-            await asyncio.wait_for(client.quit(), self.smtp.timeout)
-        except (aiosmtplib.SMTPException, OSError, TimeoutError):
-            client.close()
 
     async def _connect(self, client: aiosmtplib.SMTP) -> None:
         try:
@@ -249,9 +259,7 @@ class Mailer:
         except aiosmtplib.SMTPResponseException as exc:
             raise _reply_error(exc, "O servidor de e-mail recusou a conexão") from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise TransientSendError(
-                "Não conseguimos falar com o servidor de e-mail (conexão recusada ou sem resposta)."
-            ) from exc
+            raise TransientSendError(_NO_ANSWER) from exc
 
     async def _envelope(
         self, client: aiosmtplib.SMTP, recipient: str, *, kept: bool = False
@@ -288,6 +296,4 @@ class Mailer:
         except aiosmtplib.SMTPResponseException as exc:
             raise _reply_error(exc, "O servidor de e-mail recusou a mensagem") from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise UnknownOutcomeError(
-                "A conexão caiu enquanto a mensagem era entregue; não sabemos se ela saiu."
-            ) from exc
+            raise UnknownOutcomeError(_UNKNOWN) from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -19,15 +22,17 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from app.alarms import monitor_forever
 from app.config import Settings, load_settings
 from app.db import Database
 from app.live import Announcer
 from app.logs import configure_logging
+from app.metrics import SseConnections
 from app.queue import Publisher
-from app.web import invites, mailbox
+from app.web import health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.middleware import CorrelationIdMiddleware
-from app.web.present import describe, event_text, local_datetime, local_time
+from app.web.present import describe, duration, event_text, local_datetime, local_time
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -37,6 +42,7 @@ def build_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
+        duration=duration,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
@@ -53,6 +59,9 @@ def _lifespan(settings: Settings) -> Any:
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
         announcer = Announcer(redis)
+        sse = SseConnections()
+        # Alarms live in the web, not the workers: they must fire when every worker is down.
+        monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
         try:
             yield {
                 "settings": settings,
@@ -61,10 +70,16 @@ def _lifespan(settings: Settings) -> Any:
                 "publisher": publisher,
                 "announcer": announcer,
                 "templates": build_templates(),
+                "sse": sse,
             }
         finally:
             await publisher.close()
             await announcer.close()
+            monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await monitor
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                await asyncio.wait_for(sse.forget(redis), 1)
             await redis.aclose()
             await db.dispose()
 
@@ -99,10 +114,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites", invites.create, methods=["POST"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
+        Route("/saude", health.saude, methods=["GET"]),
+        Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static"),
     ]
     if settings.mailbox_dir is not None:
         routes += mailbox.routes(settings.mailbox_dir)
+    if settings.ops_token is not None:
+        routes += ops.routes()
     middleware = [
         Middleware(CorrelationIdMiddleware),
         Middleware(

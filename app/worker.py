@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -32,7 +33,9 @@ from app.mailer import (
     UnknownOutcomeError,
     build_message,
 )
+from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
 from app.queue import SEND_FUNCTION, job_is_live, publish, relay_outbox
+from app.status import Status
 
 log = logging.getLogger("app.worker")
 
@@ -66,7 +69,7 @@ async def _after_transient(
     tries_this_round = invite.attempt - invite.round_first_attempt + 1
     if tries_this_round >= settings.max_attempts:
         reason = f"Não foi possível enviar depois de {tries_this_round} tentativas. {error.reason}"
-        return await transitions.mark_failed(ctx["db"], invite, reason)
+        return await transitions.mark_failed(ctx["db"], invite, reason, exhausted=True)
     return await transitions.schedule_retry(
         ctx["db"], invite, error.reason, settings.backoff_for(tries_this_round)
     )
@@ -81,10 +84,33 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
     await _record(ctx, change)
 
 
+async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
+    started = time.monotonic()
+    try:
+        await ctx["mailer"].send(
+            build_message(ctx["settings"], invite),
+            progress,
+            deadline=ctx["settings"].sending_lease_seconds / 2,
+        )
+    except Exception:
+        # Failed sends count too; a worker stopping mid-send (CancelledError) does not.
+        await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+        raise
+    await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+
+
+async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
+    if change is None or change.invite.status != Status.ENVIADO or change.invite.sent_at is None:
+        return
+    started = await transitions.round_started_at(ctx["db"], change.invite)
+    latency = (change.invite.sent_at - started).total_seconds()
+    await observe(ctx["redis"], ACCEPTED_TO_SENT, max(0.0, latency))
+
+
 async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
     progress = SendProgress()
     try:
-        await ctx["mailer"].send(build_message(ctx["settings"], invite), progress)
+        await _send_timed(ctx, invite, progress)
     except TransientSendError as exc:
         log.warning(
             "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
@@ -126,6 +152,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
     outcome = await _deliver(ctx, claimed.invite)
     await _record(ctx, outcome)
+    await _observe_sent(ctx, outcome)
     status = outcome.invite.status.value if outcome else "lost"
     log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
     return status
@@ -188,7 +215,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
-    send_timeout = settings.smtp.timeout * 4 + 10
+    # A backstop only: the SMTP conversation is cut at half the lease (see _deliver).
+    send_timeout = settings.sending_lease_seconds * 2
     return {
         "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
         "cron_jobs": [
@@ -198,7 +226,7 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "on_shutdown": shutdown,
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         # A graceful stop lets in-flight sends finish; what is left is put back safely.
-        "job_completion_wait": int(send_timeout),
+        "job_completion_wait": max(1, round(settings.worker_grace_seconds)),
         # Measured (docs/benchmarks.md): a short poll keeps accepted→enviado low without backlog;
         # many concurrent jobs make the group commits of claims and verdicts large. SMTP
         # connections are capped separately (SMTP_URL ?pool=).
@@ -209,9 +237,17 @@ def worker_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+async def _startup_with_json_logs(ctx: dict[str, Any]) -> None:
+    # arq's CLI installs its own log handlers after importing the settings; ours win here.
+    configure_logging("worker")
+    await startup(ctx)
+
+
 def _worker_settings_class() -> type:
     configure_logging("worker")
-    return type("WorkerSettings", (), worker_options(load_settings()))
+    options = worker_options(load_settings())
+    options["on_startup"] = _startup_with_json_logs
+    return type("WorkerSettings", (), options)
 
 
 def __getattr__(name: str) -> Any:
