@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,8 +103,12 @@ def run_wrk(
     connections: int = 50,
     server_pid: int | None = None,
     limit: int | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> WrkResult:
-    """Run wrk against ``base_url + request.path``; ``limit`` stops after that many answers."""
+    """Run wrk against ``base_url + request.path``.
+
+    ``limit`` stops sending after that many answers; ``until`` (polled) ends the run early.
+    """
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(_script(request, limit))
         script = handle.name
@@ -111,10 +117,20 @@ def run_wrk(
     server_before = cpu_seconds(server_pid) if server_pid else 0.0
     began = time.monotonic()
     children_before = _children_cpu()
-    process = subprocess.run(
-        args, capture_output=True, text=True, timeout=seconds + 30, check=False
-    )
-    stdout, stderr = process.stdout, process.stderr
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = began + seconds + 30
+    while process.poll() is None and time.monotonic() < deadline:
+        if until is not None and until():
+            # wrk keeps its duration even when every thread stopped; SIGINT ends it cleanly
+            # (it still prints its summary).
+            process.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.1)
+    try:
+        stdout, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
     wall = time.monotonic() - began
     client_cpu = _children_cpu() - children_before
     Path(script).unlink(missing_ok=True)

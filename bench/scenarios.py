@@ -180,6 +180,7 @@ async def end_to_end(stack: Stack, sizes: Sizes) -> dict[str, Any]:
             seconds=sizes.timeout,
             limit=sizes.e2e_invites,
             server_pid=web.proc.pid,
+            until=lambda: _count(settings, f"id > {last_id}") >= sizes.e2e_invites,
         )
         total = _count(settings, f"id > {last_id}")
         done = wait_until(
@@ -392,6 +393,7 @@ async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
             seconds=sizes.timeout,
             limit=sizes.backlog_invites,
             server_pid=web.proc.pid,
+            until=lambda: _count(settings) >= sizes.backlog_invites,
         )
         ids = set()
         async with web.http() as http:
