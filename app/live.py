@@ -31,15 +31,15 @@ async def announce(redis: Redis, changes: Iterable[Change | None]) -> None:
         try:
             await redis.publish(sender_channel(change.invite.sender_id), str(change.event_id))
         except (RedisError, OSError) as exc:
-            # The row and its event are committed; open pages catch up on their next check.
-            log.warning(
-                "could not announce a change",
-                extra={
-                    "invite": change.invite.public_id,
-                    "event_id": change.event_id,
-                    "error": str(exc),
-                },
-            )
+            _not_announced(change, exc)
+
+
+def _not_announced(change: Change, exc: Exception) -> None:
+    # The row and its event are committed; open pages catch up on their next check.
+    log.warning(
+        "could not announce a change",
+        extra={"invite": change.invite.public_id, "event_id": change.event_id, "error": str(exc)},
+    )
 
 
 async def _publish_each(redis: Redis, changes: Sequence[Change]) -> list[None]:
@@ -65,14 +65,7 @@ class Announcer:
         try:
             await self._batcher.run(_publish_each, change)
         except (RedisError, OSError) as exc:
-            log.warning(
-                "could not announce a change",
-                extra={
-                    "invite": change.invite.public_id,
-                    "event_id": change.event_id,
-                    "error": str(exc),
-                },
-            )
+            _not_announced(change, exc)
 
     async def close(self) -> None:
         await self._batcher.close()
