@@ -70,6 +70,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     stack.start()
     results: dict[str, Any] = {}
     began = time.monotonic()
+    machine_at_start = machine()
     try:
         for name in args.only or SCENARIOS:
             print(f"[bench] {name}…", file=sys.stderr, flush=True)
