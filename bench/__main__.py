@@ -86,7 +86,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": time.monotonic() - began,
         "machine": {
-            **machine(),
+            **machine_at_start,
             "load average at end": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
         },
         "versions": versions(),
