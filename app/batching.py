@@ -86,11 +86,15 @@ class Batcher(Generic[R]):
             ]
             try:
                 await self._run_batch(batch)
-            except BaseException as exc:
+            except Exception as exc:
                 for item in batch:
                     _resolve(item, exc)
-                if not isinstance(exc, Exception):
-                    raise
+            except BaseException:
+                # Cancelled (the loop is shutting down): nobody may wait for ever.
+                for item in (*batch, *self._waiting):
+                    item.future.cancel()
+                self._waiting.clear()
+                raise
 
     async def _run_batch(self, batch: list[_Item]) -> None:
         groups: dict[Any, list[_Item]] = {}
