@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from datetime import timedelta
 from typing import Any
 
@@ -29,23 +28,29 @@ def count_commits(db: Database) -> list[int]:
 async def test_concurrent_invites_share_commits_and_each_is_durable_when_it_returns(
     db: Database, settings: Settings
 ) -> None:
-    path = settings.database_url.split("///", 1)[1]
     commits = count_commits(db)
+    other = Database(settings.database_url)  # another pool: sees only what is committed
 
     async def create_and_look(n: int) -> int:
         change = await create_invite(
             db, sender_id="s", email=f"p{n}@exemplo.com", name=None, correlation_id=f"c{n}"
         )
         # Another connection must already see the row, its event and its outbox entry.
-        with sqlite3.connect(path) as other:
-            return other.execute(
-                "SELECT (SELECT count(*) FROM invites WHERE id = :id)"
-                " + (SELECT count(*) FROM invite_events WHERE invite_id = :id)"
-                " + (SELECT count(*) FROM outbox WHERE invite_id = :id)",
+        async with other.read() as conn:
+            seen = await conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM invites WHERE id = :id)"
+                    " + (SELECT count(*) FROM invite_events WHERE invite_id = :id)"
+                    " + (SELECT count(*) FROM outbox WHERE invite_id = :id)"
+                ),
                 {"id": change.invite.id},
-            ).fetchone()[0]
+            )
+            return int(seen.scalar_one())
 
-    seen = await asyncio.gather(*(create_and_look(n) for n in range(30)))
+    try:
+        seen = await asyncio.gather(*(create_and_look(n) for n in range(30)))
+    finally:
+        await other.dispose()
 
     assert seen == [3] * 30
     assert len(commits) < 30
