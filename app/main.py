@@ -21,11 +21,22 @@ from starlette.templating import Jinja2Templates
 
 from app.config import Settings, load_settings
 from app.db import Database
+from app.live import Hub
 from app.logs import configure_logging
-from app.web import invites, mailbox
+from app.web import events, invites, mailbox
 from app.web.common import error_response
 from app.web.middleware import CorrelationIdMiddleware
-from app.web.present import describe, event_text, local_datetime, local_time
+from app.web.present import (
+    CONNECTION_LOST,
+    PAUSED_NOTICE,
+    RECONNECTING,
+    announcement,
+    describe,
+    event_text,
+    local_datetime,
+    local_time,
+    seconds_until_slow,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -35,9 +46,14 @@ def build_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
+        announcement=announcement,
+        seconds_until_slow=seconds_until_slow,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
+        PAUSED_NOTICE=PAUSED_NOTICE,
+        RECONNECTING=RECONNECTING,
+        CONNECTION_LOST=CONNECTION_LOST,
     )
     return templates
 
@@ -49,9 +65,18 @@ def _lifespan(settings: Settings) -> Any:
         # No connection at start-up: the web must serve (and keep accepting invites into the
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+        hub = Hub(settings.redis_url)  # pub/sub wake-ups for the open SSE streams
+        hub.start()
         try:
-            yield {"settings": settings, "db": db, "redis": redis, "templates": build_templates()}
+            yield {
+                "settings": settings,
+                "db": db,
+                "redis": redis,
+                "hub": hub,
+                "templates": build_templates(),
+            }
         finally:
+            await hub.close()
             await redis.aclose()
             await db.dispose()
 
@@ -84,6 +109,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
+        Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static"),

@@ -1,0 +1,129 @@
+"""``GET /convites/eventos``: one server-sent event stream per page, scoped to the sender.
+
+The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``).
+After each wake-up, and at least every ``WORKER_HEARTBEAT_SECONDS`` in case a wake-up was lost,
+the stream reads the sender's event rows newer than its cursor and sends each changed invite as
+its rendered row (``_invite_row.html``), with the newest event id as the SSE id. A stream that
+starts without a cursor first sends the current state of the sender's visible rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from app import invites as transitions
+from app.config import Settings
+from app.db import Database
+from app.invites import Invite
+from app.live import Hub, Wakeup, sending_paused
+from app.web.common import db_of, sender_id, settings_of, templates_of
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 20
+PING_SECONDS = 15
+SEND_TIMEOUT_SECONDS = 10
+RECONNECT_MILLISECONDS = 1000
+
+
+def cursor_from(request: Request) -> int | None:
+    """Where the browser is: the ``Last-Event-ID`` header its EventSource sends on reconnect, or
+    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header)."""
+    candidates = [request.headers.get("last-event-id", ""), request.query_params.get("depois", "")]
+    values = [int(raw) for raw in candidates if raw.strip().isdigit()]
+    return max(values) if values else None
+
+
+def render_row(
+    templates: Jinja2Templates, invite: Invite, event_id: int, now: datetime, settings: Settings
+) -> str:
+    template = templates.get_template("_invite_row.html")
+    return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
+
+
+def render_notice(templates: Jinja2Templates, paused: bool) -> str:
+    return templates.get_template("_notice.html").render(paused=paused)
+
+
+class Stream:
+    """The state of one open stream: whose it is, how far it has read, what it last said."""
+
+    def __init__(self, request: Request, cursor: int | None) -> None:
+        self.db: Database = db_of(request)
+        self.redis: Any = request.state.redis
+        self.hub: Hub = request.state.hub
+        self.settings = settings_of(request)
+        self.templates = templates_of(request)
+        self.sender = sender_id(request)
+        self.cursor = cursor
+        self.paused: bool | None = None
+
+    def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
+        data = render_row(self.templates, invite, event_id, transitions.utcnow(), self.settings)
+        return ServerSentEvent(data=data, event="convite", id=str(event_id))
+
+    async def snapshot(self) -> list[ServerSentEvent]:
+        """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
+        # The cursor is read before the rows: anything newer is sent again later, never lost.
+        self.cursor = await transitions.last_event_id(self.db, self.sender)
+        rows = await transitions.list_invites(self.db, self.sender, limit=PAGE_SIZE)
+        latest = await transitions.latest_event_ids(self.db, [row.id for row in rows])
+        return [self.row_event(row, latest.get(row.id, 0)) for row in reversed(rows)]
+
+    async def changes(self) -> list[ServerSentEvent]:
+        """Each invite changed since the cursor, once, as it is now."""
+        assert self.cursor is not None
+        pairs = await transitions.events_since(self.db, self.sender, self.cursor)
+        newest: dict[int, tuple[int, Invite]] = {}
+        for event, invite in pairs:
+            newest[invite.id] = (event.id, invite)
+        if pairs:
+            self.cursor = pairs[-1][0].id
+        ordered = sorted(newest.values(), key=lambda pair: pair[0])
+        return [self.row_event(invite, event_id) for event_id, invite in ordered]
+
+    async def notice(self) -> ServerSentEvent | None:
+        """The paused notice, when it changed since the last one this stream sent."""
+        paused = await sending_paused(self.redis, self.settings.worker_heartbeat_seconds)
+        if paused == self.paused:
+            return None
+        self.paused = paused
+        return ServerSentEvent(data=render_notice(self.templates, paused), event="aviso")
+
+    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
+        yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
+        if self.cursor is None:
+            for event in await self.snapshot():
+                yield event
+        while not self.hub.closed:
+            for event in await self.changes():
+                yield event
+            notice = await self.notice()
+            if notice is not None:
+                yield notice
+            await wakeup.wait(self.settings.worker_heartbeat_seconds)
+
+
+async def stream(request: Request) -> Response:
+    """GET /convites/eventos: this sender's changes as server-sent events."""
+    live = Stream(request, cursor_from(request))
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        with live.hub.subscribe(live.sender) as wakeup:
+            async for event in live.events(wakeup):
+                yield event
+
+    return EventSourceResponse(
+        generate(),
+        ping=PING_SECONDS,
+        send_timeout=SEND_TIMEOUT_SECONDS,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
