@@ -118,7 +118,7 @@ def test_a_refused_invite_is_announced_and_tentar_de_novo_sends_it(
     expect(retry).to_be_visible()
     reason = page.locator(f"#{retry.get_attribute('aria-describedby')}")
     expect(reason).to_contain_text("550")
-    failure = "Não foi possível enviar o convite para {}. {}".format(email, reason.inner_text())
+    failure = f"Não foi possível enviar o convite para {email}. {reason.inner_text()}"
 
     smtp.always("250 2.0.0 OK")
     retry.click()
@@ -210,7 +210,7 @@ def test_without_javascript_sending_and_checking_status_work(
             break
         page.wait_for_timeout(250)
         page.get_by_role("link", name="Atualizar").click()
-    expect(page.locator(".estado-atual")).to_have_attribute("data-status", "enviado")
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
     page.get_by_role("link", name="Voltar para Meus convites").click()
     expect(row(page, email)).to_have_attribute("data-status", "enviado")
 

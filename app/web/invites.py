@@ -208,23 +208,23 @@ async def show(request: Request) -> Response:
     invite = await _mine_or_404(request)
     if isinstance(invite, Response):
         return invite
-    history = await transitions.invite_history(db_of(request), invite.id)
+    db = db_of(request)
+    # The stream's cursor is read before the row it resumes from (see _list_context).
+    cursor = await transitions.last_event_id(db, invite.sender_id)
+    invite = await transitions.get_invite(db, invite.sender_id, invite.public_id) or invite
+    history = await transitions.invite_history(db, invite.id)
     now = transitions.utcnow()
     settings = settings_of(request)
     if wants_json(request):
         body = invite_json(invite, now, settings.slow_after_seconds)
         body["historico"] = [event_json(event) for event in history]
         return JSONResponse(body)
+    context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
-        latest = await transitions.latest_event_ids(db_of(request), [invite.id])
-        return render(
-            request, "_invite_row.html", _row_context(request, invite, latest.get(invite.id, 0))
-        )
-    return render(
-        request,
-        "invite.html",
-        {"invite": invite, "history": history, "now": now, "settings": settings},
-    )
+        return render(request, "_invite_row.html", context)
+    paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
+    context.update(history=history, cursor=cursor, paused=paused)
+    return render(request, "invite.html", context)
 
 
 async def resend(request: Request) -> Response:
