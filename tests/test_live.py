@@ -5,19 +5,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
 from app import invites as transitions
 from app.config import Settings
 from app.db import Database
+from app.live import announce
 from tests.conftest import drain, process_env
 from tests.helpers import post_invite
-from tests.services import AppProcess, free_port, wait_for_port
+from tests.services import AppProcess, RedisServer, free_port, wait_for_port
 
 
 @dataclass
@@ -27,12 +30,23 @@ class Sse:
     data: str
 
 
+@dataclass
+class Web:
+    process: AppProcess
+    url: str
+
+
 @pytest.fixture
-def web(settings: Settings, tmp_path: Path) -> Iterator[str]:
+def web_process(settings: Settings, tmp_path: Path) -> Iterator[Web]:
     port = free_port()
-    with AppProcess.web(process_env(settings), tmp_path / "web.log", port):
+    with AppProcess.web(process_env(settings), tmp_path / "web.log", port) as process:
         wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
+        yield Web(process, f"http://127.0.0.1:{port}")
+
+
+@pytest.fixture
+def web(web_process: Web) -> str:
+    return web_process.url
 
 
 async def read_events(response: httpx.Response) -> AsyncIterator[Sse]:
@@ -126,3 +140,56 @@ async def _sender(db: Database, public_id: str) -> str:
     invite = await transitions.get_invite_by_public_id(db, public_id)
     assert invite is not None
     return invite.sender_id
+
+
+async def test_open_streams_end_cleanly_when_the_server_stops(web_process: Web) -> None:
+    async with (
+        httpx.AsyncClient(base_url=web_process.url) as client,
+        client.stream("GET", "/convites/eventos?depois=0") as response,
+    ):
+        lines = response.aiter_lines()
+        assert await anext(lines) == ": ola"
+        started = time.monotonic()
+        await asyncio.to_thread(web_process.process.stop)
+        # The body ends (no exception): the response was completed, not cut.
+        async for _ in lines:
+            pass
+
+    assert time.monotonic() - started < 5
+    assert "returned without completing response" not in web_process.process.log()
+
+
+async def test_the_hub_listens_again_after_redis_restarts(
+    settings: Settings, db: Database, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # A long periodic check: only a pub/sub wake-up can bring the change within the test.
+    env = process_env(settings, WORKER_HEARTBEAT_SECONDS="30")
+    port = free_port()
+    with AppProcess.web(env, tmp_path / "web.log", port):
+        wait_for_port(port)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            created = await post_invite(client, "eli@exemplo.com")
+            redis_server.stop()
+            redis_server.start()
+            publisher = Redis.from_url(redis_server.url)
+            try:
+                await _until_the_hub_listens(publisher)
+                cursor = await transitions.last_event_id(db, await _sender(db, created["id"]))
+                listening = asyncio.create_task(
+                    collect(client, until=1, seconds=5, params={"depois": cursor})
+                )
+                await asyncio.sleep(0.5)
+                change = await transitions.claim_for_sending(db, created["id"], 1, 60)
+                await announce(publisher, [change])
+                events = await listening
+            finally:
+                await publisher.aclose()
+
+    assert statuses(events) == ["enviando"]
+
+
+async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while await redis.pubsub_numpat() < 1:
+        assert time.monotonic() < deadline, "the hub did not subscribe again"
+        await asyncio.sleep(0.1)

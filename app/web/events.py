@@ -10,10 +10,11 @@ starts without a cursor first sends the current state of the sender's visible ro
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 from typing import Any
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 20
 PING_SECONDS = 15
 SEND_TIMEOUT_SECONDS = 10
+SHUTDOWN_GRACE_SECONDS = 1.0
 RECONNECT_MILLISECONDS = 1000
 
 
@@ -65,6 +67,9 @@ class Stream:
         self.sender = sender_id(request)
         self.cursor = cursor
         self.paused: bool | None = None
+        # Set by sse-starlette when the server shuts down: the loop ends and the response
+        # completes, instead of being cancelled mid-stream.
+        self.shutdown = anyio.Event()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
         data = render_row(self.templates, invite, event_id, transitions.utcnow(), self.settings)
@@ -98,18 +103,33 @@ class Stream:
         self.paused = paused
         return ServerSentEvent(data=render_notice(self.templates, paused), event="aviso")
 
+    @property
+    def ending(self) -> bool:
+        return self.hub.closed or self.shutdown.is_set()
+
+    async def rest(self, wakeup: Wakeup) -> None:
+        """Until a wake-up, the periodic check (a lost wake-up) or server shutdown."""
+        async with anyio.create_task_group() as group:
+
+            async def first(waiting: Awaitable[object]) -> None:
+                await waiting
+                group.cancel_scope.cancel()
+
+            group.start_soon(first, wakeup.wait(self.settings.worker_heartbeat_seconds))
+            group.start_soon(first, self.shutdown.wait())
+
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
         if self.cursor is None:
             for event in await self.snapshot():
                 yield event
-        while not self.hub.closed:
+        while not self.ending:
             for event in await self.changes():
                 yield event
             notice = await self.notice()
             if notice is not None:
                 yield notice
-            await wakeup.wait(self.settings.worker_heartbeat_seconds)
+            await self.rest(wakeup)
 
 
 async def stream(request: Request) -> Response:
@@ -125,5 +145,7 @@ async def stream(request: Request) -> Response:
         generate(),
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,
+        shutdown_event=live.shutdown,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
