@@ -21,9 +21,13 @@
 
   // --- announcing -------------------------------------------------------------------------
 
+  // One region speaks at a time: the other is emptied, so the page never shows an old
+  // message next to a new one (emptying a region is silent).
   function say(regionName, text) {
     var region = byId(regionName === "alert" ? "alerta" : "anuncio");
+    var other = byId(regionName === "alert" ? "anuncio" : "alerta");
     if (!region || !text) return;
+    if (other) other.textContent = "";
     region.textContent = text;
   }
 
