@@ -19,8 +19,12 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route
 
 from app.config import Settings
 from app.migrate import upgrade
-from tests.conftest import make_settings, process_env
+
+# The same real Redis and SMTP servers (and `smtp`, reset per test) as the fast tests.
+from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+
+__all__ = ["redis_server", "smtp", "smtp_server"]
 
 SLOW_AFTER_SECONDS = 3
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -50,6 +54,16 @@ class Stack:
         self.env = process_env(settings)
         self.web = AppProcess.web(self.env, folder / "web.log", self.port)
         self.worker = AppProcess.worker(self.env, folder / "worker.log")
+
+    @classmethod
+    def migrated(cls, folder: Path, redis_url: str, smtp_port: int, **overrides: Any) -> Stack:
+        """A stack on a fresh, migrated database in ``folder`` (processes not started)."""
+        settings = make_settings(folder, redis_url, smtp_port, **overrides)
+        # Alembic runs its own event loop; the sync Playwright API may already hold this thread's.
+        migration = threading.Thread(target=upgrade, args=(settings,))
+        migration.start()
+        migration.join(60)
+        return cls(folder, settings)
 
     @property
     def url(self) -> str:
@@ -85,38 +99,16 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
-def e2e_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("e2e-redis"), free_port())
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def e2e_smtp() -> Iterator[ScriptedSmtp]:
-    server = ScriptedSmtp(free_port())
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
 def running_stack(
-    tmp_path_factory: pytest.TempPathFactory, e2e_redis: RedisServer, e2e_smtp: ScriptedSmtp
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer, smtp_server: ScriptedSmtp
 ) -> Iterator[Stack]:
-    folder = tmp_path_factory.mktemp("e2e-stack")
-    settings = make_settings(
-        folder,
-        e2e_redis.url,
-        e2e_smtp.port,
+    stack = Stack.migrated(
+        tmp_path_factory.mktemp("e2e-stack"),
+        redis_server.url,
+        smtp_server.port,
         SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
         WORKER_HEARTBEAT_SECONDS=1,
     )
-    # Alembic runs its own event loop; the sync Playwright API may already hold this thread's.
-    migration = threading.Thread(target=upgrade, args=(settings,))
-    migration.start()
-    migration.join(60)
-    stack = Stack(folder, settings)
     try:
         stack.start_web()
         stack.start_worker()
@@ -127,19 +119,14 @@ def running_stack(
 
 
 @pytest.fixture
-def stack(running_stack: Stack, e2e_smtp: ScriptedSmtp) -> Iterator[Stack]:
+def stack(running_stack: Stack, smtp_server: ScriptedSmtp) -> Iterator[Stack]:
     """The stack, with web and worker running and the SMTP server saying 250."""
-    e2e_smtp.reset()
+    smtp_server.reset()
     if not running_stack.web_running():
         running_stack.start_web()
     if not running_stack.worker_running():
         running_stack.start_worker()
     yield running_stack
-
-
-@pytest.fixture
-def smtp(e2e_smtp: ScriptedSmtp) -> ScriptedSmtp:
-    return e2e_smtp
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,7 @@ RECEIVED = "Recebemos, enviando… (convite para {})"
 SENT = "Convite para {} enviado."
 SLOW = "Ainda enviando — está demorando mais que o normal."
 PAUSED = (
-    "O envio está pausado no momento. Seus convites estão guardados e serão enviados "
-    "assim que ele voltar."
+    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
 )
 REFUSED_REASON = re.compile(r"550")
 

@@ -1,13 +1,12 @@
 """Make docs/screenshot.png: the main page with a few invites, on the real stack.
 
-    .venv/bin/python scripts/screenshot.py
+.venv/bin/python scripts/screenshot.py
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,9 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from app.migrate import upgrade  # noqa: E402
 from e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Stack  # noqa: E402
-from tests.conftest import make_settings  # noqa: E402
 from tests.services import RedisServer, ScriptedSmtp, free_port  # noqa: E402
 
 
@@ -27,11 +24,7 @@ def main() -> None:
     smtp = ScriptedSmtp(free_port())
     redis.start()
     smtp.start()
-    settings = make_settings(folder, redis.url, smtp.port, SLOW_AFTER_SECONDS=2)
-    migration = threading.Thread(target=upgrade, args=(settings,))
-    migration.start()
-    migration.join(60)
-    stack = Stack(folder, settings)
+    stack = Stack.migrated(folder, redis.url, smtp.port, SLOW_AFTER_SECONDS=2)
     try:
         stack.start_web()
         stack.start_worker()

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -107,11 +108,9 @@ async def test_a_stream_resumes_after_last_event_id_and_sends_each_change_once(
 ) -> None:
     async with httpx.AsyncClient(base_url=web) as client:
         created = await post_invite(client, "caio@exemplo.com")
-        cursor = await transitions.last_event_id(db, (await _sender(db, created["id"])))
-        listening = asyncio.create_task(
-            collect(client, until=3, stop_at="enviado", headers={"Last-Event-ID": str(cursor)})
+        cursor, listening = await listen_after_newest(
+            client, db, created["id"], until=3, stop_at="enviado", header=True
         )
-        await asyncio.sleep(0.5)
         await drain(settings)  # pendente → enviando → enviado, published on the sender channel
         events = await listening
 
@@ -126,14 +125,30 @@ async def test_a_change_nobody_announced_still_reaches_the_stream(
 ) -> None:
     async with httpx.AsyncClient(base_url=web) as client:
         created = await post_invite(client, "duda@exemplo.com")
-        cursor = await transitions.last_event_id(db, (await _sender(db, created["id"])))
-        listening = asyncio.create_task(collect(client, until=1, params={"depois": cursor}))
-        await asyncio.sleep(0.5)
+        _, listening = await listen_after_newest(client, db, created["id"], until=1)
         # A transition whose Redis message was lost: only the periodic check can find it.
         await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
         events = await listening
 
     assert statuses(events) == ["enviando"]
+
+
+async def listen_after_newest(
+    client: httpx.AsyncClient,
+    db: Database,
+    public_id: str,
+    *,
+    header: bool = False,
+    **collecting: Any,
+) -> tuple[int, asyncio.Task[list[Sse]]]:
+    """Start a stream from the sender's newest event (as ``Last-Event-ID`` or ``?depois=``)."""
+    cursor = await transitions.last_event_id(db, await _sender(db, public_id))
+    where: dict[str, Any] = (
+        {"headers": {"Last-Event-ID": str(cursor)}} if header else {"params": {"depois": cursor}}
+    )
+    listening = asyncio.create_task(collect(client, **collecting, **where))
+    await asyncio.sleep(0.5)  # connected and past its first read
+    return cursor, listening
 
 
 async def _sender(db: Database, public_id: str) -> str:
@@ -174,11 +189,9 @@ async def test_the_hub_listens_again_after_redis_restarts(
             publisher = Redis.from_url(redis_server.url)
             try:
                 await _until_the_hub_listens(publisher)
-                cursor = await transitions.last_event_id(db, await _sender(db, created["id"]))
-                listening = asyncio.create_task(
-                    collect(client, until=1, seconds=5, params={"depois": cursor})
+                _, listening = await listen_after_newest(
+                    client, db, created["id"], until=1, seconds=5
                 )
-                await asyncio.sleep(0.5)
                 change = await transitions.claim_for_sending(db, created["id"], 1, 60)
                 await announce(publisher, [change])
                 events = await listening

@@ -91,8 +91,7 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
 
 
 PAUSED_NOTICE = (
-    "O envio está pausado no momento. Seus convites estão guardados e serão enviados "
-    "assim que ele voltar."
+    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
 )
 RECONNECTING = "Reconectando…"
 CONNECTION_LOST = "Não conseguimos falar com o servidor. Confira sua conexão e tente de novo."
