@@ -25,14 +25,25 @@ from starlette.templating import Jinja2Templates
 from app.alarms import monitor_forever
 from app.config import Settings, load_settings
 from app.db import Database
-from app.live import Announcer
+from app.live import Announcer, Hub
 from app.logs import configure_logging
 from app.metrics import SseConnections
 from app.queue import Publisher
-from app.web import health, invites, mailbox, ops
+from app.web import events, health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.middleware import CorrelationIdMiddleware
-from app.web.present import describe, duration, event_text, local_datetime, local_time
+from app.web.present import (
+    CONNECTION_LOST,
+    PAUSED_NOTICE,
+    RECONNECTING,
+    announcement,
+    describe,
+    duration,
+    event_text,
+    local_datetime,
+    local_time,
+    seconds_until_slow,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -43,9 +54,14 @@ def build_templates() -> Jinja2Templates:
     templates.env.globals.update(
         describe=describe,
         duration=duration,
+        announcement=announcement,
+        seconds_until_slow=seconds_until_slow,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
+        PAUSED_NOTICE=PAUSED_NOTICE,
+        RECONNECTING=RECONNECTING,
+        CONNECTION_LOST=CONNECTION_LOST,
     )
     return templates
 
@@ -62,6 +78,8 @@ def _lifespan(settings: Settings) -> Any:
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
+        hub = Hub(settings.redis_url)  # pub/sub wake-ups for the open SSE streams
+        hub.start()
         try:
             yield {
                 "settings": settings,
@@ -71,8 +89,10 @@ def _lifespan(settings: Settings) -> Any:
                 "announcer": announcer,
                 "templates": build_templates(),
                 "sse": sse,
+                "hub": hub,
             }
         finally:
+            await hub.close()
             await publisher.close()
             await announcer.close()
             monitor.cancel()
@@ -112,6 +132,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
+        Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         Route("/saude", health.saude, methods=["GET"]),
