@@ -26,6 +26,7 @@ from app.invites import Change
 log = logging.getLogger(__name__)
 
 CHANNEL_PREFIX = "convites:sender:"
+CLOSE_TIMEOUT_SECONDS = 5.0
 
 
 def sender_channel(sender_id: str) -> str:
@@ -86,8 +87,9 @@ class Hub:
         self._ring_all()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Bounded: a Redis that stopped answering must not hold up the server's shutdown.
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, CLOSE_TIMEOUT_SECONDS)
 
     @contextlib.contextmanager
     def subscribe(self, sender_id: str) -> Iterator[Wakeup]:
@@ -119,7 +121,7 @@ class Hub:
     async def _run(self) -> None:
         delay = 0.5
         while not self.closed:
-            client = Redis.from_url(self.redis_url, socket_connect_timeout=1)
+            client = Redis.from_url(self.redis_url, socket_connect_timeout=1, socket_timeout=5)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.psubscribe(CHANNEL_PREFIX + "*")
