@@ -242,6 +242,8 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
     page.keyboard.press("Enter")  # empty: the error is announced and focus stays on E-mail
     expect(page.locator("#email-erro")).to_be_visible()
     assert focused(page) == "INPUT|email"
+    # htmx announces after it settles the swapped form, a moment after the error shows.
+    page.wait_for_function("() => window.__anuncios.length > 0", timeout=5_000)
     assert announcements(page)[-1][0] == "alert"
 
     smtp.always("550 5.1.1 Mailbox unavailable")
