@@ -12,37 +12,43 @@ from arq.connections import ArqRedis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from app.config import Settings, load_settings
+from app.config import ConfigError, Settings, load_settings
 from app.db import Database
-from app.logs import configure_logging
+from app.logs import configure_logging, correlation_id
 from app.web import invites, mailbox
 from app.web.common import error_response
+from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
+from app.web.headers import SecurityHeadersMiddleware, add_security_headers
+from app.web.limits import BodyLimitMiddleware
 from app.web.middleware import CorrelationIdMiddleware
 from app.web.present import describe, event_text, local_datetime, local_time
+from app.web.proxy import SchemeAwareSessionMiddleware, TrustedProxyHeadersMiddleware
+from app.web.static import StaticAssets
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
 
 
-def build_templates() -> Jinja2Templates:
+def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
+        csrf_token=csrf_token_global,
+        csrf_field=csrf_field,
+        static_url=static.url_for,
     )
     return templates
 
 
-def _lifespan(settings: Settings) -> Any:
+def _lifespan(settings: Settings, static: StaticAssets) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = Database(settings.database_url)
@@ -50,7 +56,8 @@ def _lifespan(settings: Settings) -> Any:
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         try:
-            yield {"settings": settings, "db": db, "redis": redis, "templates": build_templates()}
+            templates = build_templates(static)
+            yield {"settings": settings, "db": db, "redis": redis, "templates": templates}
         finally:
             await redis.aclose()
             await db.dispose()
@@ -71,47 +78,68 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error", exc_info=exc)
-    return error_response(
+    # This handler runs outside every middleware: put the request's correlation id back for
+    # the log line, and the headers the middleware would have added on the response.
+    request_id = request.scope.get("correlation_id")
+    token = correlation_id.set(request_id)
+    try:
+        log.error("unhandled error", exc_info=exc)
+    finally:
+        correlation_id.reset(token)
+    response = error_response(
         request, 500, "Algo deu errado do nosso lado. Tente de novo em instantes."
     )
+    add_security_headers(response.headers, request.url.scheme)
+    if request_id:
+        response.headers["X-Request-ID"] = request_id
+    return response
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """The whole web app, configured by ``settings`` (default: the environment)."""
     settings = settings or load_settings()
+    static = StaticAssets(ROOT / "static")
     routes = [
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static"),
+        Mount("/static", static, name="static"),
     ]
     if settings.mailbox_dir is not None:
         routes += mailbox.routes(settings.mailbox_dir)
-    middleware = [
+    # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
+    middleware = [Middleware(TrustedProxyHeadersMiddleware)] if settings.trust_proxy_headers else []
+    middleware += [
         Middleware(CorrelationIdMiddleware),
+        Middleware(SecurityHeadersMiddleware),
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         Middleware(
-            SessionMiddleware,
+            SchemeAwareSessionMiddleware,
             secret_key=settings.secret_key,
-            session_cookie="convites_sessao",
+            cookie="convites_sessao",
             max_age=400 * 24 * 3600,
-            same_site="lax",
-            https_only=settings.https_only_cookies,
+            always_secure=settings.https_only_cookies,
         ),
+        Middleware(CsrfMiddleware, secret_key=settings.secret_key),
     ]
     return Starlette(
         routes=routes,
         middleware=middleware,
-        lifespan=_lifespan(settings),
+        lifespan=_lifespan(settings, static),
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
 
 
 def _app_from_environment() -> Starlette:
     configure_logging("web")
-    return create_app()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        # One line naming the variable, not a traceback through uvicorn's loader.
+        raise SystemExit(f"Convites cannot start: {exc}") from None
+    return create_app(settings)
 
 
 def __getattr__(name: str) -> Any:

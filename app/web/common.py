@@ -25,6 +25,11 @@ def sender_id(request: Request) -> str:
     return value
 
 
+def client_address(request: Request) -> str:
+    """The client's IP (the proxy's view of it only when TRUST_PROXY_HEADERS is on)."""
+    return request.client.host if request.client else "desconhecido"
+
+
 def wants_json(request: Request) -> bool:
     """JSON for API clients: an Accept that prefers JSON, or a JSON request body."""
     accept = request.headers.get("accept", "")
