@@ -17,14 +17,31 @@ SCRIPT = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
-async def test_a_body_declared_over_the_limit_gets_413_and_nothing_is_written(
+async def test_a_body_over_the_limit_gets_413_and_nothing_is_written(
     client: httpx.AsyncClient, db: Database
 ) -> None:
     body = b'{"email": "ana@exemplo.com", "nome": "' + b"a" * 17_000 + b'"}'
-    response = await client.post("/convites", content=body, headers=await api_headers(client))
+    headers = {**await api_headers(client), "Content-Type": "application/json"}
+    response = await client.post("/convites", content=body, headers=headers)
 
     assert response.status_code == 413
     assert response.json()["erro"] == "O pedido é grande demais."
+    assert await invite_count(db) == 0
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_reading(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    headers = {
+        **await api_headers(client),
+        "Content-Type": "application/json",
+        "Content-Length": "1000000",  # what arrives is small: it must not matter
+    }
+    response = await client.post(
+        "/convites", content=b'{"email": "a@exemplo.com"}', headers=headers
+    )
+
+    assert response.status_code == 413
     assert await invite_count(db) == 0
 
 

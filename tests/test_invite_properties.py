@@ -38,7 +38,17 @@ emails = st.one_of(
         st.text(max_size=30),
     ),
 )
-names = st.one_of(st.none(), st.text(max_size=150), st.sampled_from(["<script>x</script>", "\r\n"]))
+printable = st.characters(categories=["L", "N", "P", "S", "Zs"])
+names = st.one_of(
+    st.none(),
+    st.text(max_size=150),
+    st.text(printable, min_size=95, max_size=110),  # around the length limit
+    st.sampled_from(
+        ["<script>x</script>", "\r\n", "Ana\r\nBcc: x@exemplo.com", "Ana\x00", "\x1b[31m"]
+    ),
+)
+# Addresses that pass, with any name: the rows the property is about.
+plausible = st.fixed_dictionaries({"email": st.emails()}, optional={"nome": names})
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=50),
     lambda inner: (
@@ -47,12 +57,14 @@ json_values = st.recursive(
     max_leaves=10,
 )
 json_objects = st.one_of(
+    plausible,
     st.fixed_dictionaries({"email": emails}, optional={"nome": names, "extra": json_values}),
     st.fixed_dictionaries({"email": json_values, "nome": json_values}),
     json_values,
 )
 json_bodies = st.one_of(json_objects.map(lambda v: json.dumps(v).encode()), st.binary(max_size=300))
 form_bodies = st.one_of(
+    plausible.map(lambda fields: {k: v or "" for k, v in fields.items()}),
     st.fixed_dictionaries({"email": emails}, optional={"nome": names.map(lambda n: n or "")}),
     st.dictionaries(st.text(max_size=10), st.text(max_size=50), max_size=5),
 )

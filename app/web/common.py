@@ -79,3 +79,10 @@ def error_response(request: Request, status_code: int, message: str, **extra: An
         {"message": message, "status_code": status_code},
         status_code=status_code,
     )
+
+
+def too_many_requests(request: Request, message: str, retry_after: int) -> Response:
+    """429 with ``Retry-After`` (seconds) and a pt-BR ``message``."""
+    response = error_response(request, 429, message)
+    response.headers["Retry-After"] = str(retry_after)
+    return response

@@ -28,6 +28,7 @@ from app.web.common import (
     render,
     sender_id,
     settings_of,
+    too_many_requests,
     wants_json,
 )
 from app.web.csrf import csrf_token
@@ -118,9 +119,7 @@ async def _over_limit(request: Request) -> Response | None:
     message = _LIMIT_MESSAGES[refusal.limit.kind].format(
         wait=_wait_text(refusal.retry_after), limit=refusal.limit.limit
     )
-    response = error_response(request, 429, message)
-    response.headers["Retry-After"] = str(refusal.retry_after)
-    return response
+    return too_many_requests(request, message, refusal.retry_after)
 
 
 async def create(request: Request) -> Response:
