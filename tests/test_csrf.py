@@ -7,10 +7,13 @@ import re
 from typing import Any
 
 import httpx
+import pytest
+from jinja2 import Environment
 
 from app.config import Settings
 from app.db import Database
 from app.status import Status
+from app.web.csrf import csrf_field
 from tests.conftest import drain
 from tests.helpers import JSON, api_headers, csrf_token, invite, invite_count, page_token
 from tests.services import ScriptedSmtp
@@ -129,3 +132,11 @@ async def test_resend_without_the_token_is_refused_and_the_invite_stays_falhou(
 
     assert response.status_code == 403
     assert (await invite(db, created.json()["id"])).status == Status.FALHOU
+
+
+def test_a_fragment_rendered_without_the_request_fails_loudly_not_tokenless() -> None:
+    env = Environment(autoescape=True)
+    env.globals["csrf_field"] = csrf_field
+
+    with pytest.raises(RuntimeError, match="need `request`"):
+        env.from_string("<form>{{ csrf_field() }}</form>").render()

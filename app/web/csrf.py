@@ -50,9 +50,15 @@ def csrf_token(request: Request) -> str:
 
 @pass_context
 def csrf_token_global(context: Any, request: Request | None = None) -> str:
-    """Jinja: ``{{ csrf_token() }}`` or ``{{ csrf_token(request) }}``."""
+    """Jinja: ``{{ csrf_token() }}`` or ``{{ csrf_token(request) }}``.
+
+    Every render of a form needs the request (SSE fragments too): without it the form would
+    carry no token and be refused on submit, so this fails the render instead.
+    """
     request = request or context.get("request")
-    return csrf_token(request) if request is not None else ""
+    if request is None:
+        raise RuntimeError("csrf_token()/csrf_field() need `request` in the template context")
+    return csrf_token(request)
 
 
 @pass_context
