@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := test
-.PHONY: run test lint check setup system-deps system-deps-browser bench clean
+.PHONY: run test test-sqlite test-postgresql lint setup system-deps system-deps-tests bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,8 @@ setup: $(STAMP)
 system-deps:
 	./scripts/install-system-deps.sh
 
-system-deps-browser:
-	./scripts/install-system-deps.sh --with-browser
+system-deps-tests:
+	./scripts/install-system-deps.sh --for-tests
 
 run: system-deps setup  ## everything for one person: Redis, migrations, web, worker, mailbox
 	$(PY) -m app dev
@@ -29,8 +29,13 @@ lint: setup
 	$(PY) -m ruff format --check app tests e2e bench
 	$(PY) -m mypy
 
-test: system-deps-browser setup lint  ## every test: unit, real processes, browser
+test: system-deps-tests setup lint test-sqlite test-postgresql  ## every check and test (CI)
+
+test-sqlite: setup  ## the whole suite on SQLite (the default database)
 	$(PY) -m pytest
+
+test-postgresql: setup  ## the whole suite again on a private PostgreSQL
+	TEST_DATABASE=postgresql $(PY) -m pytest
 
 bench: system-deps setup
 	$(PY) -m bench

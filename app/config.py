@@ -81,6 +81,7 @@ class Settings:
     max_attempts: int
     retry_backoff_seconds: tuple[float, ...]
     worker_heartbeat_seconds: float
+    worker_grace_seconds: float
     mailbox_dir: Path | None
     https_only_cookies: bool
     trust_proxy_headers: bool
@@ -190,6 +191,17 @@ def _secret_key(env: Mapping[str, str], app_env: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read and check every setting; raise ``ConfigError`` naming the first bad variable."""
     env = os.environ if env is None else env
+    settings = _read(env)
+    if settings.sending_lease_seconds < 2 * settings.smtp.timeout:
+        raise ConfigError(
+            f"SENDING_LEASE_SECONDS={settings.sending_lease_seconds:g} must be at least twice the "
+            f"SMTP timeout ({settings.smtp.timeout:g}s, from SMTP_URL): a send must end inside "
+            "its lease, or a slow send would be reported as incerto"
+        )
+    return settings
+
+
+def _read(env: Mapping[str, str]) -> Settings:
     app_env = _parse(env, "APP_ENV", "development", _env_name)
     mailbox = env.get("MAILBOX_DIR", "")
     return Settings(
@@ -212,6 +224,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_attempts=_parse(env, "MAX_ATTEMPTS", "4", _positive_int),
         retry_backoff_seconds=_parse(env, "RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff),
         worker_heartbeat_seconds=_parse(env, "WORKER_HEARTBEAT_SECONDS", "5", _positive_float),
+        worker_grace_seconds=_parse(env, "WORKER_GRACE_SECONDS", "30", _positive_float),
         mailbox_dir=Path(mailbox) if mailbox else None,
         https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
         trust_proxy_headers=_parse(env, "TRUST_PROXY_HEADERS", "false", _bool),

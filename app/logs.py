@@ -41,13 +41,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class QuietSweeps(logging.Filter):
+    """Drop arq's start/finish lines for the reconciliation cron (every few seconds, forever).
+
+    What a sweep did is logged by the sweep itself when it did anything.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "cron:reconcile" not in record.getMessage()
+
+
 def configure_logging(process: str, level: int = logging.INFO) -> None:
     """Send every logger's records to stderr as JSON lines (idempotent)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(process))
+    handler.addFilter(QuietSweeps())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for name in ("arq", "uvicorn", "uvicorn.error"):
+    for name in ("arq", "uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

@@ -26,6 +26,9 @@ from app.invites import Invite
 
 log = logging.getLogger(__name__)
 
+_NO_ANSWER = "Não conseguimos falar com o servidor de e-mail (conexão recusada ou sem resposta)."
+_UNKNOWN = "A conexão caiu enquanto a mensagem era entregue; não sabemos se ela saiu."
+
 
 class SendError(Exception):
     """A send that did not end in a 250; ``reason`` is pt-BR text for the person."""
@@ -107,27 +110,39 @@ class Mailer:
         self.smtp = smtp
         self.sender_address = parseaddr(mail_from)[1]
 
-    async def send(self, message: EmailMessage, progress: SendProgress) -> None:
-        """Deliver ``message`` to its ``To`` address or raise a ``SendError`` subclass."""
+    async def send(self, message: EmailMessage, progress: SendProgress, *, deadline: float) -> None:
+        """Deliver ``message`` to its ``To`` address or raise a ``SendError`` subclass.
+
+        ``deadline`` bounds the whole SMTP conversation (each step also has the SMTP timeout),
+        so a send always ends well inside the row's lease.
+        """
         recipient = parseaddr(str(message["To"]))[1]
         client = aiosmtplib.SMTP(
             hostname=self.smtp.host,
             port=self.smtp.port,
             timeout=self.smtp.timeout,
             use_tls=self.smtp.use_tls,
-            start_tls=self.smtp.start_tls if self.smtp.start_tls else False,
+            start_tls=self.smtp.start_tls,
         )
         try:
-            await self._connect(client)
-            await self._envelope(client, recipient)
-            progress.data_started = True
-            await self._data(client, message)
-        finally:
-            if client.is_connected:
-                try:
-                    await asyncio.wait_for(client.quit(), self.smtp.timeout)
-                except (aiosmtplib.SMTPException, OSError, TimeoutError):
-                    client.close()
+            async with asyncio.timeout(deadline):
+                await self._connect(client)
+                await self._envelope(client, recipient)
+                progress.data_started = True
+                await self._data(client, message)
+        except TimeoutError:
+            client.close()
+            if progress.data_started:
+                raise UnknownOutcomeError(_UNKNOWN) from None
+            raise TransientSendError(_NO_ANSWER) from None
+        except BaseException:
+            # Failed or cancelled: drop the connection; a polite QUIT could hang as long again.
+            client.close()
+            raise
+        try:
+            await asyncio.wait_for(client.quit(), self.smtp.timeout)
+        except (aiosmtplib.SMTPException, OSError, TimeoutError):
+            client.close()  # the message was accepted; a failed goodbye changes nothing
 
     async def _connect(self, client: aiosmtplib.SMTP) -> None:
         try:
@@ -141,9 +156,7 @@ class Mailer:
         except aiosmtplib.SMTPResponseException as exc:
             raise _reply_error(exc, "O servidor de e-mail recusou a conexão") from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise TransientSendError(
-                "Não conseguimos falar com o servidor de e-mail (conexão recusada ou sem resposta)."
-            ) from exc
+            raise TransientSendError(_NO_ANSWER) from exc
 
     async def _envelope(self, client: aiosmtplib.SMTP, recipient: str) -> None:
         try:
@@ -166,6 +179,4 @@ class Mailer:
         except aiosmtplib.SMTPResponseException as exc:
             raise _reply_error(exc, "O servidor de e-mail recusou a mensagem") from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise UnknownOutcomeError(
-                "A conexão caiu enquanto a mensagem era entregue; não sabemos se ela saiu."
-            ) from exc
+            raise UnknownOutcomeError(_UNKNOWN) from exc

@@ -84,7 +84,11 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
 async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
     progress = SendProgress()
     try:
-        await ctx["mailer"].send(build_message(ctx["settings"], invite), progress)
+        await ctx["mailer"].send(
+            build_message(ctx["settings"], invite),
+            progress,
+            deadline=ctx["settings"].sending_lease_seconds / 2,
+        )
     except TransientSendError as exc:
         log.warning(
             "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
@@ -185,7 +189,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
-    send_timeout = settings.smtp.timeout * 4 + 10
+    # A backstop only: the SMTP conversation is cut at half the lease (see _deliver).
+    send_timeout = settings.sending_lease_seconds * 2
     return {
         "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
         "cron_jobs": [
@@ -195,7 +200,7 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "on_shutdown": shutdown,
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         # A graceful stop lets in-flight sends finish; what is left is put back safely.
-        "job_completion_wait": int(send_timeout),
+        "job_completion_wait": max(1, round(settings.worker_grace_seconds)),
         "poll_delay": 0.05,
         "max_jobs": 50,
         "keep_result": 3600,
@@ -203,9 +208,17 @@ def worker_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+async def _startup_with_json_logs(ctx: dict[str, Any]) -> None:
+    # arq's CLI installs its own log handlers after importing the settings; ours win here.
+    configure_logging("worker")
+    await startup(ctx)
+
+
 def _worker_settings_class() -> type:
     configure_logging("worker")
-    return type("WorkerSettings", (), worker_options(load_settings()))
+    options = worker_options(load_settings())
+    options["on_startup"] = _startup_with_json_logs
+    return type("WorkerSettings", (), options)
 
 
 def __getattr__(name: str) -> Any:

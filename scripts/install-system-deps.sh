@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system programs Convites runs with: redis-server (queue and pub/sub) and,
-# for the browser tests, Debian's chromium. Only what is missing is installed.
+# for the tests, Debian's chromium and postgresql. Only what is missing is installed.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-if [ "${1:-}" = "--with-browser" ]; then
+# Debian's python3 needs python3-venv for `python3 -m venv`.
+python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
+if [ "${1:-}" = "--for-tests" ]; then
+  # Browser tests drive Debian's Chromium; the PostgreSQL run starts a private cluster.
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 
@@ -17,7 +21,8 @@ if command -v apt-get >/dev/null 2>&1; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}"
 else
-  echo "Missing: ${need[*]}. This machine has no apt-get: install Redis 6+ (redis-server on PATH)" >&2
-  echo "and Chromium (at /usr/bin/chromium, or set CHROMIUM_PATH) with your package manager." >&2
+  echo "Missing: ${need[*]}. This machine has no apt-get: install Redis 6+ (redis-server on PATH)," >&2
+  echo "and for the tests Chromium (/usr/bin/chromium, or set CHROMIUM_PATH) and PostgreSQL 13+" >&2
+  echo "(initdb under /usr/lib/postgresql/*/bin) with your package manager." >&2
   exit 1
 fi

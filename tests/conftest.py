@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -27,10 +28,36 @@ from app.db import Database
 from app.main import create_app
 from app.migrate import upgrade
 from app.worker import worker_options
-from tests.services import RedisServer, ScriptedSmtp, free_port
+from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+
+#: The database every test gets: "sqlite" (default) or "postgresql" (TEST_DATABASE=postgresql).
+BACKEND = os.environ.get("TEST_DATABASE", "sqlite")
+_postgres: PostgresServer | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_server() -> Iterator[PostgresServer | None]:
+    """With TEST_DATABASE=postgresql, a private PostgreSQL for the whole run."""
+    global _postgres
+    if BACKEND != "postgresql":
+        yield None
+        return
+    _postgres = PostgresServer(free_port())
+    _postgres.start()
+    yield _postgres
+    _postgres.stop()
+    _postgres = None
+
+
+def fresh_database_url(tmp_path: Path) -> str:
+    """A new, empty database for one test: a SQLite file, or a PostgreSQL database."""
+    if _postgres is None:
+        return f"sqlite+aiosqlite:///{tmp_path / 'convites.db'}"
+    return _postgres.create_database(f"t_{uuid.uuid4().hex[:16]}")
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +93,7 @@ async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
 def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: Any) -> Settings:
     env = {
         "APP_ENV": "test",
-        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'convites.db'}",
+        "DATABASE_URL": fresh_database_url(tmp_path),
         "REDIS_URL": redis_url,
         "SMTP_URL": f"smtp://127.0.0.1:{smtp_port}?timeout=5",
         "SECRET_KEY": "test-secret-key-that-is-long-enough",
@@ -108,8 +135,9 @@ async def running_app(settings: Settings) -> AsyncIterator[Any]:
         yield with_state
 
 
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser of its own (its own cookie jar) talking to a running app."""
     async with running_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
@@ -117,17 +145,15 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client(settings) as http:
+        yield http
+
+
+@pytest.fixture
 def other_client(settings: Settings) -> Any:
     """A factory for a second browser (its own cookie jar) on the same app."""
-
-    @asynccontextmanager
-    async def make() -> AsyncIterator[httpx.AsyncClient]:
-        async with running_app(settings) as app:
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-                yield http
-
-    return make
+    return lambda: app_client(settings)
 
 
 async def drain(settings: Settings, **overrides: Any) -> Worker:
@@ -160,6 +186,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "RETRY_BACKOFF_SECONDS": ",".join(str(s) for s in settings.retry_backoff_seconds),
             "SENDING_LEASE_SECONDS": str(settings.sending_lease_seconds),
             "WORKER_HEARTBEAT_SECONDS": str(settings.worker_heartbeat_seconds),
+            "WORKER_GRACE_SECONDS": str(settings.worker_grace_seconds),
             "SLOW_AFTER_SECONDS": str(settings.slow_after_seconds),
             "PYTHONPATH": str(ROOT),
         }

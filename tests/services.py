@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -36,6 +38,59 @@ def wait_for_port(port: int, timeout: float = 15.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on {port}")
+
+
+def _postgres_bin() -> Path:
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not candidates:
+        raise RuntimeError("PostgreSQL is not installed (apt-get install -y postgresql)")
+    return candidates[-1].parent
+
+
+class PostgresServer:
+    """A private PostgreSQL cluster (initdb + pg_ctl) in a temp dir, on a free port.
+
+    PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgres` user.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.folder = Path(tempfile.mkdtemp(prefix="convites-pg-"))
+        self.bin = _postgres_bin()
+
+    @property
+    def base_url(self) -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}"
+
+    def _run(self, *args: str) -> None:
+        command = [str(self.bin / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, "postgres", "postgres")
+        data = self.folder / "data"
+        self._run(
+            "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"
+        )
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c max_connections=300"
+        )
+        self._run(
+            "pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
+        )
+
+    def create_database(self, name: str) -> str:
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return f"{self.base_url}/{name}"
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class RedisServer:
@@ -98,6 +153,7 @@ class _Script:
     data_replies: deque[str] = field(default_factory=deque)
     default_reply: str = "250 2.0.0 OK"
     stalled: bool = False
+    stall_at: str = "data"  # or "rcpt": before any of the message is handed over
     received: list[Received] = field(default_factory=list)
     data_started: int = 0
 
@@ -131,7 +187,8 @@ class ScriptedSmtp:
         with self.lock:
             self.script.default_reply = reply
 
-    def stall(self, on: bool = True) -> None:
+    def stall(self, on: bool = True, at: str = "data") -> None:
+        self.script.stall_at = at
         self.script.stalled = on
 
     @property
@@ -143,11 +200,20 @@ class ScriptedSmtp:
     def data_started(self) -> int:
         return self.script.data_started
 
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        script = self.script
+        while script.stalled and script.stall_at == "rcpt":
+            await asyncio.sleep(0.05)
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         script = self.script
         with self.lock:
             script.data_started += 1
-        while script.stalled:
+        while script.stalled and script.stall_at == "data":
             await asyncio.sleep(0.05)
         with self.lock:
             reply = script.data_replies.popleft() if script.data_replies else script.default_reply

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 from redis.asyncio import Redis
+from sqlalchemy import update
 
 from app.config import Settings
 from app.db import Database
+from app.invites import utcnow
+from app.models import invites
 from app.queue import SEND_FUNCTION
 from app.status import Status
 from tests.conftest import drain
@@ -158,4 +163,25 @@ async def test_a_double_click_on_resend_starts_one_attempt(
     assert sorted([first.status_code, second.status_code]) == [202, 409]
     await drain(settings)
     assert (await invite(db, created["id"])).attempt == 2
+    assert len(smtp.received) == 1
+
+
+async def test_a_job_arq_dropped_without_running_our_code_is_requeued_by_the_sweep(
+    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp, redis: Redis
+) -> None:
+    created = await post_invite(client, "perdido@exemplo.com")
+    # What arq does to an expired job or one past max tries: it leaves the queue unrun.
+    for key in await redis.keys("arq:job:*"):
+        await redis.delete(key)
+    await redis.delete("arq:queue")
+    async with db.write() as conn:  # and time passes: the invite is overdue
+        await conn.execute(
+            update(invites)
+            .where(invites.c.public_id == created["id"])
+            .values(next_attempt_at=utcnow() - timedelta(minutes=1))
+        )
+
+    await drain(settings)
+
+    assert (await invite(db, created["id"])).status == Status.ENVIADO
     assert len(smtp.received) == 1

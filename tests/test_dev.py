@@ -1,0 +1,86 @@
+"""`python -m app dev`: everything for one person, and Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.services import free_port, wait_for_port
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "REDIS_URL", "SMTP_URL"))
+    }
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "app", "dev", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        wait_for_port(port, timeout=30)
+        children = _children_of(dev.pid)
+        assert len(children) == 4  # redis-server, mailbox, web, worker
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            created = http.post(
+                "/convites",
+                json={"email": "dev@exemplo.com"},
+                headers={"Accept": "application/json"},
+            )
+            assert created.status_code == 202
+            deadline = time.monotonic() + 20
+            while (
+                http.get(
+                    created.headers["location"], headers={"Accept": "application/json"}
+                ).json()["status"]
+                != "enviado"
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            inbox = http.get("/caixa")
+        assert "dev@exemplo.com" in inbox.text
+        assert list((tmp_path / "var" / "caixa").glob("*.eml"))
+
+        dev.send_signal(signal.SIGINT)
+        assert dev.wait(40) == 0
+        assert "http://127.0.0.1:" in (dev.stdout.read() if dev.stdout else "")
+        assert [pid for pid in children if _alive(pid)] == []
+        assert not list((tmp_path / "var").rglob("*.pid"))
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait()

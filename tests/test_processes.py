@@ -1,0 +1,139 @@
+"""The lifecycle with real arq worker processes: outages, stopped workers, killed workers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.db import Database
+from app.migrate import upgrade
+from app.status import Status
+from tests.conftest import app_client, make_settings, process_env
+from tests.helpers import invite, post_invite, wait_for_status
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
+
+
+async def _wait(condition: object, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_invites_wait_while_no_worker_runs_and_each_is_sent_once_when_one_starts(
+    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp, tmp_path: Path
+) -> None:
+    created = [await post_invite(client, f"fila{i}@exemplo.com") for i in range(3)]
+    await asyncio.sleep(1.0)
+    for item in created:
+        assert (await invite(db, item["id"])).status == Status.PENDENTE
+
+    with AppProcess.worker(process_env(settings), tmp_path / "worker.log"):
+        for item in created:
+            await wait_for_status(db, item["id"], Status.ENVIADO)
+
+    recipients = sorted(r for message in smtp.received for r in message.rcpt_tos)
+    assert recipients == [f"fila{i}@exemplo.com" for i in range(3)]
+
+
+@pytest.fixture
+def stopped_redis(tmp_path: Path, smtp: ScriptedSmtp) -> Iterator[tuple[RedisServer, Settings]]:
+    """A private redis-server that is not running yet, and settings that point at it."""
+    own_redis = RedisServer(tmp_path, free_port())
+    settings = make_settings(tmp_path, own_redis.url, smtp.port)
+    upgrade(settings)
+    yield own_redis, settings
+    own_redis.stop()
+
+
+async def test_redis_down_during_post_still_accepts_and_sends_once_redis_is_back(
+    stopped_redis: tuple[RedisServer, Settings], smtp: ScriptedSmtp, tmp_path: Path
+) -> None:
+    own_redis, settings = stopped_redis
+    database = Database(settings.database_url)
+    try:
+        async with app_client(settings) as http:
+            created = await post_invite(http, "sem-redis@exemplo.com")
+        assert (await invite(database, created["id"])).status == Status.PENDENTE
+
+        own_redis.start()
+        with AppProcess.worker(process_env(settings), tmp_path / "worker.log"):
+            await wait_for_status(database, created["id"], Status.ENVIADO)
+        assert len(smtp.received) == 1
+    finally:
+        await database.dispose()
+
+
+@pytest.fixture
+def short_lease(
+    tmp_path: Path, redis_server: RedisServer, smtp: ScriptedSmtp, redis: object
+) -> Settings:
+    settings = make_settings(
+        tmp_path,
+        redis_server.url,
+        smtp.port,
+        SENDING_LEASE_SECONDS=4,
+        WORKER_GRACE_SECONDS=1,
+        SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=2",
+    )
+    upgrade(settings)
+    return settings
+
+
+async def test_a_worker_killed_mid_send_leaves_the_invite_incerto_and_never_resends_it(
+    short_lease: Settings, smtp: ScriptedSmtp, tmp_path: Path
+) -> None:
+    settings = short_lease
+    database = Database(settings.database_url)
+    smtp.stall()
+    try:
+        async with app_client(settings) as http:
+            worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
+            created = await post_invite(http, "morto@exemplo.com")
+            await _wait(lambda: smtp.data_started == 1)
+            worker.kill()
+        smtp.stall(False)  # the server got the whole message: it may well have left
+
+        with AppProcess.worker(process_env(settings), tmp_path / "w2.log"):
+            uncertain = await wait_for_status(database, created["id"], Status.INCERTO)
+            await asyncio.sleep(3)
+        assert "não conseguimos confirmar" in (uncertain.error or "")
+        assert (await invite(database, created["id"])).status == Status.INCERTO
+        assert smtp.data_started == 1, "an incerto invite is never sent again on its own"
+    finally:
+        await database.dispose()
+
+
+@pytest.mark.parametrize(
+    ("stall_at", "expected"), [("rcpt", Status.ENVIADO), ("data", Status.INCERTO)]
+)
+async def test_a_graceful_stop_never_leaves_an_invite_enviando(
+    short_lease: Settings, smtp: ScriptedSmtp, tmp_path: Path, stall_at: str, expected: Status
+) -> None:
+    settings = short_lease
+    database = Database(settings.database_url)
+    smtp.stall(at=stall_at)
+    try:
+        async with app_client(settings) as http:
+            worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
+            created = await post_invite(http, "parado@exemplo.com")
+            await wait_for_status(database, created["id"], Status.ENVIANDO)
+            await asyncio.sleep(0.3)
+            assert worker.stop(timeout=15) == 0
+        stopped = await invite(database, created["id"])
+        assert stopped.status != Status.ENVIANDO
+        smtp.stall(False)
+
+        # Stopped before the message was handed over: put back and sent by the next worker.
+        # Stopped while it was being handed over: incerto, never re-sent on its own.
+        with AppProcess.worker(process_env(settings), tmp_path / "w2.log"):
+            await wait_for_status(database, created["id"], expected)
+    finally:
+        await database.dispose()

@@ -1,0 +1,111 @@
+"""Many processes at once: two web servers, two workers, a thousand invites, a killed worker."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.db import Database
+from app.models import invites
+from tests.conftest import BACKEND, make_settings, process_env
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+
+# Scale-out is PostgreSQL's job; on SQLite (one machine, one writer at a time) the same
+# guarantees are checked with one web process and a smaller load.
+INVITES = 1000 if BACKEND == "postgresql" else 300
+WEB_PROCESSES = 2 if BACKEND == "postgresql" else 1
+
+
+@pytest.fixture
+def scale_settings(
+    tmp_path: Path, redis_server: RedisServer, smtp: ScriptedSmtp, redis: object
+) -> Settings:
+    from app.migrate import upgrade
+
+    settings = make_settings(
+        tmp_path,
+        redis_server.url,
+        smtp.port,
+        SENDING_LEASE_SECONDS=4,
+        SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=2",
+    )
+    upgrade(settings)
+    return settings
+
+
+async def _counts(db: Database) -> dict[str, int]:
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(select(invites.c.status, func.count()).group_by(invites.c.status))
+        ).all()
+    return {status: count for status, count in rows}
+
+
+async def _post_all(ports: list[int]) -> None:
+    limits = asyncio.Semaphore(50)
+    clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) for port in ports]
+
+    async def post(i: int) -> None:
+        async with limits:
+            response = await clients[i % len(clients)].post(
+                "/convites",
+                json={"email": f"n{i}@exemplo.com"},
+                headers={"Accept": "application/json"},
+            )
+            assert response.status_code == 202, response.text
+
+    try:
+        await asyncio.gather(*(post(i) for i in range(INVITES)))
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def test_a_thousand_invites_through_two_webs_and_two_workers_one_killed_midway(
+    scale_settings: Settings, smtp: ScriptedSmtp, tmp_path: Path
+) -> None:
+    settings = scale_settings
+    env = process_env(settings)
+    ports = [free_port() for _ in range(WEB_PROCESSES)]
+    webs = [
+        AppProcess.web(env, tmp_path / f"web{i}.log", port).start() for i, port in enumerate(ports)
+    ]
+    workers = [AppProcess.worker(env, tmp_path / f"worker{i}.log").start() for i in range(2)]
+    db = Database(settings.database_url)
+    try:
+        for port in ports:
+            wait_for_port(port)
+        posting = asyncio.create_task(_post_all(ports))
+        deadline = time.monotonic() + 60
+        while len(smtp.received) < INVITES // 4:
+            assert time.monotonic() < deadline, "sending did not start"
+            await asyncio.sleep(0.05)
+        workers[0].kill()  # mid-run: some of its sends never finish
+        await posting
+
+        deadline = time.monotonic() + 120
+        while True:
+            counts = await _counts(db)
+            if counts.get("pendente", 0) + counts.get("enviando", 0) == 0:
+                break
+            assert time.monotonic() < deadline, f"stuck: {counts}"
+            await asyncio.sleep(0.25)
+
+        per_recipient = collections.Counter(r for m in smtp.received for r in m.rcpt_tos)
+        assert sum(counts.values()) == INVITES, "nothing lost"
+        assert set(counts) <= {"enviado", "incerto"}, counts
+        assert max(per_recipient.values()) == 1, "nothing sent twice"
+        assert (
+            counts["enviado"] <= len(per_recipient) <= counts["enviado"] + counts.get("incerto", 0)
+        )
+    finally:
+        for process in [*workers, *webs]:
+            process.kill()
+        await db.dispose()
