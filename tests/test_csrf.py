@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 from jinja2 import Environment
 
 from app.config import Settings
@@ -134,9 +133,36 @@ async def test_resend_without_the_token_is_refused_and_the_invite_stays_falhou(
     assert (await invite(db, created.json()["id"])).status == Status.FALHOU
 
 
-def test_a_fragment_rendered_without_the_request_fails_loudly_not_tokenless() -> None:
+def test_a_fragment_rendered_without_a_request_has_no_empty_token_field() -> None:
     env = Environment(autoescape=True)
     env.globals["csrf_field"] = csrf_field
 
-    with pytest.raises(RuntimeError, match="need `request`"):
-        env.from_string("<form>{{ csrf_field() }}</form>").render()
+    assert env.from_string("<form>{{ csrf_field() }}</form>").render() == "<form></form>"
+
+
+async def test_a_bearer_authenticated_request_is_left_to_the_endpoint(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    await csrf_token(client)
+
+    response = await client.post(
+        "/convites",
+        json={"email": "ana@exemplo.com"},
+        headers={**JSON, "Authorization": "Bearer qualquer-coisa"},
+    )
+
+    assert response.status_code == 202  # /convites has no bearer auth of its own
+    assert await invite_count(db) == 1
+
+
+async def test_basic_credentials_do_not_skip_the_check(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    await csrf_token(client)
+
+    response = await client.post(
+        "/convites", json={"email": "ana@exemplo.com"}, headers={**JSON}, auth=("ana", "senha")
+    )
+
+    assert response.status_code == 403
+    assert await invite_count(db) == 0

@@ -5,6 +5,8 @@ it needs no storage and lives as long as the session. Pages put it in a hidden `
 form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token`` (set with
 ``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /convites`` and send
 the same header. A POST/PUT/PATCH/DELETE without a valid token gets 403 before any endpoint runs.
+Requests authenticated by an ``Authorization: Bearer`` header are not checked: browsers never
+send one on their own, so they cannot be forged from another site.
 """
 
 from __future__ import annotations
@@ -50,21 +52,21 @@ def csrf_token(request: Request) -> str:
 
 @pass_context
 def csrf_token_global(context: Any, request: Request | None = None) -> str:
-    """Jinja: ``{{ csrf_token() }}`` or ``{{ csrf_token(request) }}``.
-
-    Every render of a form needs the request (SSE fragments too): without it the form would
-    carry no token and be refused on submit, so this fails the render instead.
-    """
+    """Jinja: ``{{ csrf_token() }}`` or ``{{ csrf_token(request) }}`` ("" without a request)."""
     request = request or context.get("request")
-    if request is None:
-        raise RuntimeError("csrf_token()/csrf_field() need `request` in the template context")
-    return csrf_token(request)
+    return csrf_token(request) if request is not None else ""
 
 
 @pass_context
 def csrf_field(context: Any) -> Markup:
-    """Jinja: ``{{ csrf_field() }}`` inside every ``<form method="post">``."""
+    """Jinja: ``{{ csrf_field() }}`` inside every ``<form method="post">``.
+
+    A fragment rendered without a request (an SSE row) gets no field: it only exists on a page
+    running htmx, which sends the token from ``<body hx-headers>`` with every request.
+    """
     token = csrf_token_global(context)
+    if not token:
+        return Markup("")
     return Markup('<input type="hidden" name="{}" value="{}">').format(FIELD, token)
 
 
@@ -119,6 +121,12 @@ class CsrfMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        if headers.get("authorization", "")[:7].lower() == "bearer ":
+            # A bearer token is never attached by a browser on its own (unlike cookies or
+            # Basic credentials), so such a request cannot be forged cross-site; the endpoint
+            # checks the token itself (e.g. /operacao with OPS_TOKEN).
+            await self.app(scope, receive, send)
+            return
         given = headers.get(HEADER)
         if given is None and headers.get("content-type", "").startswith(_FORM_TYPES):
             try:
