@@ -1,25 +1,24 @@
 """In Chromium: the CSP is enforced on our pages, our pages break none of it, and the plain
-form (no JavaScript) carries its CSRF token through a real uvicorn + arq."""
+form (no JavaScript) carries its CSRF token through a real uvicorn + arq.
+
+Sync fixtures only, and Playwright in a thread of its own: this module must run next to other
+browser tests that hold a sync Playwright (and so an event loop) on the main thread.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, async_playwright
-from playwright.async_api import Error as PlaywrightError
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, sync_playwright
 
-from app.config import Settings
-from tests.conftest import (  # noqa: F401  (fixtures used by name)
-    process_env,
-    redis,
-    redis_server,
-    settings,
-    smtp,
-    smtp_server,
-)
-from tests.services import AppProcess, free_port
+from app.migrate import upgrade
+from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
+
+__all__ = ["redis_server", "smtp", "smtp_server"]
 
 pytestmark = pytest.mark.e2e
 
@@ -31,45 +30,53 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+NAME = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
+def _in_chromium(url: str) -> list[str]:
+    """Send an invite through the no-JS form, then try an inline script; the refusals seen."""
+    refused: list[str] = []
+
+    def watch(page: Page) -> None:
+        page.on("console", lambda msg: refused.append(msg.text) if "Refused" in msg.text else None)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
             executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
         )
-        yield browser
-        await browser.close()
+        try:
+            page = browser.new_context(java_script_enabled=False).new_page()
+            watch(page)
+            page.goto(url + "/", timeout=10_000)
+            page.fill("#email", "ana@exemplo.com")
+            page.fill("#nome", NAME)
+            page.click("button[type=submit]")
+            page.wait_for_url(url + "/convites/*", timeout=10_000)
+            assert "ana@exemplo.com" in page.content()
+
+            page = browser.new_page()  # JavaScript on, to prove the policy is enforced
+            watch(page)
+            page.goto(url + "/", timeout=10_000)
+            assert refused == [], refused  # our own pages never trip the policy
+            with pytest.raises(PlaywrightError, match="Content Security Policy"):
+                page.add_script_tag(content="window.inlineRan = true")
+            assert page.evaluate("window.inlineRan === undefined")
+        finally:
+            browser.close()
+    return refused
 
 
-@pytest.fixture
-def web(settings: Settings, tmp_path: Path) -> Iterator[str]:  # noqa: F811
+def test_pages_obey_the_csp_which_blocks_inline_script_and_the_form_posts_with_its_token(
+    redis_server: RedisServer, smtp: ScriptedSmtp, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, redis_server.url, smtp.port)
     port = free_port()
-    env = process_env(settings)
-    with (
-        AppProcess.web(env, tmp_path / "web.log", port) as process,
-        AppProcess.worker(env, tmp_path / "worker.log"),
-    ):
-        process.wait_for_log("Application startup complete")
-        yield f"http://127.0.0.1:{port}"
-
-
-async def test_pages_obey_the_csp_which_blocks_inline_script(chromium: Browser, web: str) -> None:
-    page = await chromium.new_page()
-    refused: list[str] = []
-    page.on("console", lambda msg: refused.append(msg.text) if "Refused" in msg.text else None)
-
-    await page.goto(web + "/", timeout=10_000)
-    await page.fill("#email", "ana@exemplo.com")
-    await page.fill("#nome", "<script>alert(1)</script>")
-    await page.click("button[type=submit]")
-    await page.wait_for_url(web + "/convites/*", timeout=10_000)
-    assert "Recebemos" in await page.content() or "Enviado" in await page.content()
-    await page.goto(web + "/", timeout=10_000)
-    assert await page.locator(".convite-nome").first.inner_text() == "<script>alert(1)</script>"
-    assert refused == [], refused  # our own pages never trip the policy
-
-    with pytest.raises(PlaywrightError, match="Content Security Policy"):
-        await page.add_script_tag(content="window.inlineRan = true")
-    assert await page.evaluate("window.inlineRan === undefined")
+    with ThreadPoolExecutor(1) as thread:  # Alembic and Playwright each run their own loop
+        thread.submit(upgrade, settings).result(60)
+        env = process_env(settings)
+        with (
+            AppProcess.web(env, tmp_path / "web.log", port) as web,
+            AppProcess.worker(env, tmp_path / "worker.log"),
+        ):
+            web.wait_for_log("Application startup complete")
+            thread.submit(_in_chromium, f"http://127.0.0.1:{port}").result(60)
