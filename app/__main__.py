@@ -1,4 +1,4 @@
-"""Command line: ``python -m app dev | migrate | mailbox``."""
+"""Command line: ``python -m app dev | migrate | mailbox | status | reconcile | retry``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     mailbox.add_argument("--dir", type=Path, required=True)
     mailbox.add_argument("--host", default="127.0.0.1")
     mailbox.add_argument("--port", type=int, required=True)
+    status = commands.add_parser("status", help="health summary; exit 0 when healthy, 1 when not")
+    status.add_argument("--json", action="store_true", help="the same JSON as GET /saude")
+    commands.add_parser("reconcile", help="one reconciliation pass, and what it did")
+    retry = commands.add_parser("retry", help="send again every falhou (or incerto) invite")
+    retry.add_argument("--status", choices=["falhou", "incerto"], required=True)
+    retry.add_argument("--reason", help="only invites whose reason contains this text")
     args = parser.parse_args(argv)
 
     try:
@@ -38,10 +44,29 @@ def main(argv: list[str] | None = None) -> int:
 
             serve(args.dir, args.host, args.port)
             return 0
+        if args.command in ("status", "reconcile", "retry"):
+            return _oncall(args)
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return 2
     return 1
+
+
+def _oncall(args: argparse.Namespace) -> int:
+    import logging
+
+    from app import oncall
+    from app.logs import configure_logging
+    from app.status import Status
+
+    # stdout is for the person; JSON warnings and errors go to stderr.
+    configure_logging("cli", logging.WARNING)
+    settings = load_settings()
+    if args.command == "status":
+        return oncall.status(settings, as_json=args.json)
+    if args.command == "reconcile":
+        return oncall.reconcile_once(settings)
+    return oncall.retry(settings, Status(args.status), args.reason)
 
 
 if __name__ == "__main__":

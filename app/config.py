@@ -90,6 +90,9 @@ class Settings:
     sends_per_address_per_minute: int
     sends_per_sender_per_day: int
     streams_per_sender: int
+    alarm_pending_seconds: float
+    alarm_check_seconds: float
+    ops_token: str | None
 
     @property
     def is_dev(self) -> bool:
@@ -137,6 +140,15 @@ def _bool(raw: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("must be true or false")
+
+
+def _ops_token(raw: str) -> str | None:
+    # No token: the operator page is off (404), never open.
+    if not raw:
+        return None
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
+    return raw
 
 
 def _env_name(raw: str) -> str:
@@ -235,4 +247,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         ),
         sends_per_sender_per_day=_parse(env, "SENDS_PER_SENDER_PER_DAY", "500", _positive_int),
         streams_per_sender=_parse(env, "STREAMS_PER_SENDER", "10", _positive_int),
+        alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
+        alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
+        ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
     )

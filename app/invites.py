@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
 from app.models import invite_events, invites, outbox
-from app.status import RESENDABLE, Status
+from app.status import RESENDABLE, FailureClass, Status
 
 
 def utcnow() -> datetime:
@@ -104,7 +104,9 @@ def new_public_id() -> str:
     return secrets.token_urlsafe(12)
 
 
-async def _record(conn: AsyncConnection, invite: Invite) -> int:
+async def _record(
+    conn: AsyncConnection, invite: Invite, failure_class: FailureClass | None = None
+) -> int:
     result = await conn.execute(
         insert(invite_events).values(
             invite_id=invite.id,
@@ -114,6 +116,7 @@ async def _record(conn: AsyncConnection, invite: Invite) -> int:
             error=invite.error,
             next_attempt_at=invite.next_attempt_at if invite.status == Status.PENDENTE else None,
             created_at=invite.updated_at,
+            failure_class=failure_class.value if failure_class else None,
         )
     )
     event_id = result.inserted_primary_key[0] if result.inserted_primary_key else None
@@ -140,6 +143,7 @@ async def _transition(
     values: dict[str, Any],
     *,
     enqueue: bool = False,
+    failure_class: FailureClass | None = None,
 ) -> Change | None:
     """Apply one conditional UPDATE; record the event (and an outbox row) if it won."""
     now = values.setdefault("updated_at", utcnow())
@@ -150,7 +154,7 @@ async def _transition(
     if row is None:
         return None
     invite = Invite.from_row(row)
-    event_id = await _record(conn, invite)
+    event_id = await _record(conn, invite, failure_class)
     outbox_id = await _add_outbox(conn, invite, now) if enqueue else None
     return Change(invite, event_id, outbox_id)
 
@@ -253,8 +257,11 @@ async def schedule_retry(db: Database, invite: Invite, error: str, delay: float)
         )
 
 
-async def mark_failed(db: Database, invite: Invite, error: str) -> Change | None:
-    """``enviando → falhou``: a permanent refusal, or the last automatic attempt failed."""
+async def mark_failed(
+    db: Database, invite: Invite, error: str, *, exhausted: bool = False
+) -> Change | None:
+    """``enviando → falhou``: a permanent refusal, or (``exhausted``) the last automatic
+    attempt of the round failed with a transient error. The event records which, for metrics."""
     async with db.write() as conn:
         return await _transition(
             conn,
@@ -265,6 +272,7 @@ async def mark_failed(db: Database, invite: Invite, error: str) -> Change | None
                 "lease_expires_at": None,
                 "next_attempt_at": None,
             },
+            failure_class=FailureClass.TRANSIENT_EXHAUSTED if exhausted else FailureClass.PERMANENT,
         )
 
 
@@ -293,6 +301,7 @@ async def mark_uncertain(db: Database, invite: Invite, reason: str) -> Change | 
             conn,
             _sending(invite),
             {"status": Status.INCERTO.value, "error": reason, "lease_expires_at": None},
+            failure_class=FailureClass.UNCERTAIN,
         )
 
 
@@ -320,7 +329,6 @@ async def request_resend(db: Database, sender_id: str, public_id: str) -> Change
 
     ``None`` when the invite is in any other state (a double click's second request lands here).
     """
-    now = utcnow()
     async with db.write() as conn:
         return await _transition(
             conn,
@@ -329,16 +337,58 @@ async def request_resend(db: Database, sender_id: str, public_id: str) -> Change
                 invites.c.sender_id == sender_id,
                 invites.c.status.in_([s.value for s in RESENDABLE]),
             ],
-            {
-                "status": Status.PENDENTE.value,
-                "error": None,
-                "attempt": invites.c.attempt + 1,
-                "round_first_attempt": invites.c.attempt + 1,
-                "next_attempt_at": now,
-                "updated_at": now,
-            },
+            _resend_values(utcnow()),
             enqueue=True,
         )
+
+
+def _resend_values(now: datetime) -> dict[str, Any]:
+    return {
+        "status": Status.PENDENTE.value,
+        "error": None,
+        "attempt": invites.c.attempt + 1,
+        "round_first_attempt": invites.c.attempt + 1,
+        "next_attempt_at": now,
+        "updated_at": now,
+    }
+
+
+async def request_resend_many(
+    db: Database,
+    status: Status,
+    *,
+    reason: str | None = None,
+    reason_contains: str | None = None,
+    limit: int = 1000,
+) -> list[Change]:
+    """An operator's bulk retry: ``status → pendente`` for every invite in ``status`` (one of
+    ``falhou``/``incerto``) whose reason is ``reason`` (exact) or contains ``reason_contains``.
+
+    Each row goes through its own conditional UPDATE (still in ``status``, still with that
+    reason), its own event and its own outbox row, like ``request_resend``; rows that changed
+    meanwhile are skipped. The caller publishes the outbox rows.
+    """
+    if status not in RESENDABLE:
+        raise ValueError(f"only {', '.join(RESENDABLE)} invites can be sent again, not {status}")
+    where: list[Any] = [invites.c.status == status.value]
+    if reason is not None:
+        where.append(invites.c.error == reason)
+    if reason_contains is not None:
+        where.append(invites.c.error.contains(reason_contains, autoescape=True))
+    changes: list[Change] = []
+    async with db.write() as conn:
+        ids = (
+            await conn.execute(
+                select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
+            )
+        ).scalars()
+        for invite_id in list(ids):
+            change = await _transition(
+                conn, [invites.c.id == invite_id, *where], _resend_values(utcnow()), enqueue=True
+            )
+            if change is not None:
+                changes.append(change)
+    return changes
 
 
 # --- reads ------------------------------------------------------------------------------
@@ -374,6 +424,23 @@ async def list_invites(
     async with db.read() as conn:
         rows = (await conn.execute(query.order_by(invites.c.id.desc()).limit(limit))).all()
     return [Invite.from_row(row) for row in rows]
+
+
+async def round_started_at(db: Database, invite: Invite) -> datetime:
+    """When the current round began: the 202, or the person's (or operator's) resend."""
+    if invite.round_first_attempt == 1:
+        return invite.created_at
+    async with db.read() as conn:
+        started = (
+            await conn.execute(
+                select(func.min(invite_events.c.created_at)).where(
+                    invite_events.c.invite_id == invite.id,
+                    invite_events.c.attempt == invite.round_first_attempt,
+                    invite_events.c.status == Status.PENDENTE.value,
+                )
+            )
+        ).scalar()
+    return started or invite.created_at
 
 
 async def invite_history(db: Database, invite_id: int) -> list[Event]:

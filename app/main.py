@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -17,16 +20,18 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 
+from app.alarms import monitor_forever
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
 from app.logs import configure_logging, correlation_id
-from app.web import invites, mailbox
+from app.metrics import SseConnections
+from app.web import health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
 from app.web.headers import SecurityHeadersMiddleware, add_security_headers
 from app.web.limits import BodyLimitMiddleware
 from app.web.middleware import CorrelationIdMiddleware
-from app.web.present import describe, event_text, local_datetime, local_time
+from app.web.present import describe, duration, event_text, local_datetime, local_time
 from app.web.proxy import SchemeAwareSessionMiddleware, TrustedProxyHeadersMiddleware
 from app.web.static import StaticAssets
 
@@ -38,6 +43,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
+        duration=duration,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
@@ -55,10 +61,23 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         # No connection at start-up: the web must serve (and keep accepting invites into the
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+        sse = SseConnections()
+        # Alarms live in the web, not the workers: they must fire when every worker is down.
+        monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
         try:
-            templates = build_templates(static)
-            yield {"settings": settings, "db": db, "redis": redis, "templates": templates}
+            yield {
+                "settings": settings,
+                "db": db,
+                "redis": redis,
+                "templates": build_templates(static),
+                "sse": sse,
+            }
         finally:
+            monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await monitor
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                await asyncio.wait_for(sse.forget(redis), 1)
             await redis.aclose()
             await db.dispose()
 
@@ -105,10 +124,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites", invites.create, methods=["POST"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
+        Route("/saude", health.saude, methods=["GET"]),
+        Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),
     ]
     if settings.mailbox_dir is not None:
         routes += mailbox.routes(settings.mailbox_dir)
+    if settings.ops_token is not None:
+        routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
     middleware = [Middleware(TrustedProxyHeadersMiddleware)] if settings.trust_proxy_headers else []
     middleware += [

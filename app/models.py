@@ -88,8 +88,12 @@ invite_events = Table(
     Column("error", Text),
     Column("next_attempt_at", UTCDateTime),
     Column("created_at", UTCDateTime, nullable=False),
+    # On falhou/incerto events: transient_exhausted | permanent | uncertain (app.status).
+    Column("failure_class", String(24)),
     Index("ix_invite_events_sender_id", "sender_id", "id"),
     Index("ix_invite_events_invite_id", "invite_id", "id"),
+    # Health and metrics count events by status and look at the last hour of failures.
+    Index("ix_invite_events_status_created_at", "status", "created_at"),
 )
 
 outbox = Table(

@@ -15,3 +15,11 @@ class Status(StrEnum):
 RESENDABLE = (Status.FALHOU, Status.INCERTO)
 #: States in which the invite still waits for a worker's verdict.
 IN_FLIGHT = (Status.PENDENTE, Status.ENVIANDO)
+
+
+class FailureClass(StrEnum):
+    """Why an invite stopped short of ``enviado``, recorded on its ``falhou``/``incerto`` event."""
+
+    TRANSIENT_EXHAUSTED = "transient_exhausted"  # every automatic attempt got a 4xx/timeout
+    PERMANENT = "permanent"  # 5xx, refused recipient, bad address, internal error
+    UNCERTAIN = "uncertain"  # the connection broke mid-DATA, or a lease expired (incerto)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -32,7 +33,9 @@ from app.mailer import (
     UnknownOutcomeError,
     build_message,
 )
+from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
 from app.queue import SEND_FUNCTION, job_is_live, publish, relay_outbox
+from app.status import Status
 
 log = logging.getLogger("app.worker")
 
@@ -66,7 +69,7 @@ async def _after_transient(
     tries_this_round = invite.attempt - invite.round_first_attempt + 1
     if tries_this_round >= settings.max_attempts:
         reason = f"Não foi possível enviar depois de {tries_this_round} tentativas. {error.reason}"
-        return await transitions.mark_failed(ctx["db"], invite, reason)
+        return await transitions.mark_failed(ctx["db"], invite, reason, exhausted=True)
     return await transitions.schedule_retry(
         ctx["db"], invite, error.reason, settings.backoff_for(tries_this_round)
     )
@@ -81,14 +84,33 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
     await _record(ctx, change)
 
 
-async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
-    progress = SendProgress()
+async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
+    started = time.monotonic()
     try:
         await ctx["mailer"].send(
             build_message(ctx["settings"], invite),
             progress,
             deadline=ctx["settings"].sending_lease_seconds / 2,
         )
+    except Exception:
+        # Failed sends count too; a worker stopping mid-send (CancelledError) does not.
+        await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+        raise
+    await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+
+
+async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
+    if change is None or change.invite.status != Status.ENVIADO or change.invite.sent_at is None:
+        return
+    started = await transitions.round_started_at(ctx["db"], change.invite)
+    latency = (change.invite.sent_at - started).total_seconds()
+    await observe(ctx["redis"], ACCEPTED_TO_SENT, max(0.0, latency))
+
+
+async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
+    progress = SendProgress()
+    try:
+        await _send_timed(ctx, invite, progress)
     except TransientSendError as exc:
         log.warning(
             "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
@@ -130,6 +152,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
     outcome = await _deliver(ctx, claimed.invite)
     await _record(ctx, outcome)
+    await _observe_sent(ctx, outcome)
     status = outcome.invite.status.value if outcome else "lost"
     log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
     return status

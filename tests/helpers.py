@@ -29,6 +29,13 @@ async def csrf_token(client: httpx.AsyncClient) -> str:
     return token
 
 
+def sync_api_headers(client: httpx.Client) -> dict[str, str]:
+    """``api_headers`` for a blocking client talking to a real web process."""
+    response = client.get("/convites", headers=JSON)
+    assert response.status_code == 200, response.text
+    return {**JSON, "X-CSRF-Token": response.json()["csrf_token"]}
+
+
 async def api_headers(client: httpx.AsyncClient) -> dict[str, str]:
     """Headers for a JSON client's POST: Accept and the CSRF token."""
     return {**JSON, "X-CSRF-Token": await csrf_token(client)}

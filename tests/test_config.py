@@ -21,6 +21,9 @@ def test_defaults_match_the_documented_values() -> None:
     assert settings.max_attempts == 4
     assert settings.retry_backoff_seconds == (5, 30, 300, 1800)
     assert settings.worker_heartbeat_seconds == 5
+    assert settings.alarm_pending_seconds == 300
+    assert settings.alarm_check_seconds == 15
+    assert settings.ops_token is None
 
 
 @pytest.mark.parametrize(
@@ -35,6 +38,9 @@ def test_defaults_match_the_documented_values() -> None:
         ("DATABASE_URL", "mysql://db"),
         ("REDIS_URL", "localhost:6379"),
         ("APP_ENV", "staging"),
+        ("ALARM_PENDING_SECONDS", "0"),
+        ("ALARM_CHECK_SECONDS", "never"),
+        ("OPS_TOKEN", "short"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable(name: str, value: str) -> None:

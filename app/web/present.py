@@ -144,3 +144,15 @@ def event_json(event: Event) -> dict[str, Any]:
         "em": event.created_at.isoformat(),
         "descricao": event_text(event),
     }
+
+
+def duration(seconds: float | None) -> str:
+    """``8 s``, ``3 min 5 s``, ``2 h 10 min``: how long, for the operator page."""
+    if seconds is None:
+        return "—"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s".replace(".", ",")
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"

@@ -1,0 +1,104 @@
+"""The on-call command line, run as a real child process: its output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+
+import httpx
+from redis.asyncio import Redis
+from sqlalchemy import update
+
+from app import invites as transitions
+from app.config import Settings
+from app.db import Database
+from app.heartbeat import beat
+from app.models import outbox
+from app.status import Status
+from tests.conftest import drain, process_env
+from tests.helpers import invite, post_invite
+from tests.services import ScriptedSmtp, free_port
+
+
+def run(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        env=process_env(settings, **env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis
+) -> None:
+    await beat(redis, "worker-a")
+    healthy = run(settings, "status")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert healthy.stdout.startswith("Convites: SAUDÁVEL")
+    assert "Workers ativos: 1" in healthy.stdout
+
+    await redis.delete("convites:workers")
+    await post_invite(client, "ana@exemplo.com")
+    sick = run(settings, "status")
+
+    assert sick.returncode == 1
+    assert "COM PROBLEMAS" in sick.stdout and "[no_live_worker]" in sick.stdout
+    assert "Por status: pendente 1" in sick.stdout
+
+
+async def test_status_json_is_the_saude_body(settings: Settings) -> None:
+    down = run(settings, "status", "--json", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+
+    assert down.returncode == 1
+    body = json.loads(down.stdout)
+    assert body["saudavel"] is False and body["redis"]["ok"] is False
+    assert [p["codigo"] for p in body["problemas"]] == ["redis_unreachable"]
+
+
+async def test_reconcile_publishes_a_forgotten_outbox_row_and_says_so(
+    settings: Settings, db: Database, redis: Redis
+) -> None:
+    change = await transitions.create_invite(
+        db, sender_id="s", email="ana@exemplo.com", name=None, correlation_id="c-1"
+    )
+    async with db.write() as conn:  # the request that wrote it died before enqueueing
+        await conn.execute(
+            update(outbox).values(created_at=transitions.utcnow() - timedelta(minutes=1))
+        )
+
+    result = run(settings, "reconcile")
+
+    assert result.returncode == 0, result.stderr
+    assert "1 do outbox para a fila" in result.stdout
+    assert await redis.zcard("arq:queue") == 1
+    assert change.invite.public_id in (await redis.zrange("arq:queue", 0, -1))[0].decode()
+
+
+async def test_retry_sends_again_only_the_failures_whose_reason_matches(
+    client: httpx.AsyncClient, settings: Settings, db: Database, smtp: ScriptedSmtp
+) -> None:
+    ids = {}
+    for reply in ("550 5.1.1 No such user", "554 5.7.1 Spam"):
+        smtp.always(reply)
+        ids[reply[:3]] = (await post_invite(client, f"x{reply[:3]}@exemplo.com"))["id"]
+        await drain(settings)
+
+    result = run(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("1 convite voltou para a fila.")
+    assert ids["550"] in result.stdout
+    retried = await invite(db, ids["550"])
+    assert (retried.status, retried.attempt) == (Status.PENDENTE, 2)
+    assert (await invite(db, ids["554"])).status == Status.FALHOU
+
+
+def test_retry_refuses_a_status_that_cannot_be_sent_again(settings: Settings) -> None:
+    result = run(settings, "retry", "--status", "enviado")
+
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr

@@ -1,0 +1,124 @@
+"""/operacao: off without OPS_TOKEN, closed without the token, and its bulk Tentar de novo."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.db import Database
+from app.heartbeat import beat
+from app.status import Status
+from tests.conftest import drain, running_app
+from tests.helpers import JSON, invite, page_token, post_invite, statuses
+from tests.services import ScriptedSmtp
+
+TOKEN = "token-de-operacao-bem-comprido"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+async def ops(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with running_app(replace(settings, ops_token=TOKEN)) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+
+
+async def test_the_page_does_not_exist_without_an_ops_token(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/operacao", headers=BEARER)).status_code == 404
+    assert (await client.post("/operacao/tentar-de-novo", headers=BEARER)).status_code == 404
+
+
+async def test_without_credentials_the_page_asks_for_the_token_with_401(
+    ops: httpx.AsyncClient,
+) -> None:
+    page = await ops.get("/operacao")
+    assert page.status_code == 401
+    assert 'name="token"' in page.text and "Workers" not in page.text
+    assert (await ops.get("/operacao/eventos")).status_code == 401
+    refused = await ops.post(
+        "/operacao/tentar-de-novo", data={"motivo": "x", "csrf_token": page_token(page.text)}
+    )
+    assert refused.status_code == 401
+
+
+async def test_a_wrong_token_is_refused_with_403(ops: httpx.AsyncClient) -> None:
+    wrong = await ops.get("/operacao", headers={"Authorization": "Bearer errado"})
+    assert wrong.status_code == 403
+    assert wrong.headers["www-authenticate"].startswith("Bearer")
+    login_form = page_token((await ops.get("/operacao")).text)
+    form = await ops.post("/operacao/entrar", data={"token": "errado", "csrf_token": login_form})
+    assert form.status_code == 403 and "incorreto" in form.text
+    assert "convites_operacao" not in ops.cookies
+    ops.cookies.set("convites_operacao", "forjado.abc.def", path="/operacao")
+    assert (await ops.get("/operacao")).status_code == 401
+
+
+async def test_the_bearer_token_opens_the_page(ops: httpx.AsyncClient, redis: Redis) -> None:
+    await beat(redis, "worker-a")
+
+    page = await ops.get("/operacao", headers=BEARER)
+
+    assert page.status_code == 200
+    assert "worker-a" in page.text and "Nenhum convite em falhou." in page.text
+    assert 'sse-connect="/operacao/eventos"' in page.text
+    assert "<style" not in page.text and "<script>" not in page.text
+
+
+async def test_the_login_form_sets_a_cookie_that_opens_the_page(ops: httpx.AsyncClient) -> None:
+    login_form = page_token((await ops.get("/operacao")).text)
+    login = await ops.post("/operacao/entrar", data={"token": TOKEN, "csrf_token": login_form})
+    assert login.status_code == 303
+    cookie = login.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/operacao" in cookie
+
+    panel = await ops.get("/operacao")
+    assert panel.status_code == 200
+
+    await ops.post("/operacao/sair", data={"csrf_token": page_token(panel.text)})
+    assert (await ops.get("/operacao")).status_code == 401
+
+
+async def test_tentar_de_novo_sends_again_only_the_falhou_invites_with_that_reason(
+    client: httpx.AsyncClient,
+    ops: httpx.AsyncClient,
+    db: Database,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    ids = []
+    for reply, emails in (("550 5.7.1 Blocked", ["a", "b"]), ("554 5.7.1 Spam", ["c"])):
+        smtp.always(reply)
+        ids += [(await post_invite(client, f"{name}@exemplo.com"))["id"] for name in emails]
+        await drain(settings)
+    smtp.always("250 OK")
+    blocked = (await invite(db, ids[0])).error
+    assert blocked is not None and (await invite(db, ids[1])).error == blocked
+    page = await ops.get("/operacao", headers=BEARER)
+    assert page.text.count("Tentar de novo</button>") == 2
+
+    response = await ops.post("/operacao/tentar-de-novo", data={"motivo": blocked}, headers=BEARER)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/operacao?reenviados=2"
+    await drain(settings)
+
+    for public_id in ids[:2]:
+        assert await statuses(db, public_id) == [
+            ("pendente", 1),
+            ("enviando", 1),
+            ("falhou", 1),
+            ("pendente", 2),
+            ("enviando", 2),
+            ("enviado", 2),
+        ]
+    assert (await invite(db, ids[2])).status == Status.FALHOU
+    assert len(smtp.received) == 2
+    again = await ops.post(
+        "/operacao/tentar-de-novo", data={"motivo": blocked}, headers={**BEARER, **JSON}
+    )
+    assert again.json() == {"reenviados": 0}
