@@ -16,20 +16,20 @@ from app.config import Settings
 from app.migrate import upgrade
 from tests.conftest import make_settings, process_env
 from tests.helpers import api_headers
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+from tests.services import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppProcess,
+    RedisServer,
+    ScriptedSmtp,
+    free_port,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "token-de-operacao-bem-comprido"
 CSP = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture
@@ -53,9 +53,7 @@ def settings(tmp_path: Path, smtp: ScriptedSmtp) -> Iterator[Settings]:
 @pytest.fixture
 async def chromium() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         await browser.close()
 

@@ -16,20 +16,12 @@ from playwright.sync_api import Page, sync_playwright
 
 from app.migrate import upgrade
 from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
+from tests.services import CHROMIUM, CHROMIUM_ARGS, AppProcess, RedisServer, ScriptedSmtp, free_port
 
 __all__ = ["redis_server", "smtp", "smtp_server"]
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 NAME = "<script>alert(1)</script>"
 
 
@@ -41,9 +33,7 @@ def _in_chromium(url: str) -> list[str]:
         page.on("console", lambda msg: refused.append(msg.text) if "Refused" in msg.text else None)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_context(java_script_enabled=False).new_page()
             watch(page)
