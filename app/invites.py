@@ -486,6 +486,20 @@ async def events_since(
     return pairs
 
 
+async def latest_event_ids(db: Database, invite_ids: Sequence[int]) -> dict[int, int]:
+    """The newest event id of each invite: the version a rendered row shows."""
+    if not invite_ids:
+        return {}
+    query = (
+        select(invite_events.c.invite_id, func.max(invite_events.c.id))
+        .where(invite_events.c.invite_id.in_(list(invite_ids)))
+        .group_by(invite_events.c.invite_id)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return {int(invite_id): int(event_id) for invite_id, event_id in rows}
+
+
 async def last_event_id(db: Database, sender_id: str) -> int:
     """The newest event id of this sender (0 when there is none)."""
     async with db.read() as conn:

@@ -23,15 +23,27 @@ from starlette.templating import Jinja2Templates
 from app.alarms import monitor_forever
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
+from app.live import Hub
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
-from app.web import health, invites, mailbox, ops
+from app.web import events, health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
 from app.web.headers import SecurityHeadersMiddleware, add_security_headers
 from app.web.limits import BodyLimitMiddleware
 from app.web.middleware import CorrelationIdMiddleware
-from app.web.present import describe, duration, event_text, local_datetime, local_time
+from app.web.present import (
+    CONNECTION_LOST,
+    PAUSED_NOTICE,
+    RECONNECTING,
+    announcement,
+    describe,
+    duration,
+    event_text,
+    local_datetime,
+    local_time,
+    seconds_until_slow,
+)
 from app.web.proxy import SchemeAwareSessionMiddleware, TrustedProxyHeadersMiddleware
 from app.web.static import StaticAssets
 
@@ -44,12 +56,17 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates.env.globals.update(
         describe=describe,
         duration=duration,
+        announcement=announcement,
+        seconds_until_slow=seconds_until_slow,
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
         csrf_token=csrf_token_global,
         csrf_field=csrf_field,
         static_url=static.url_for,
+        PAUSED_NOTICE=PAUSED_NOTICE,
+        RECONNECTING=RECONNECTING,
+        CONNECTION_LOST=CONNECTION_LOST,
     )
     return templates
 
@@ -64,6 +81,8 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
+        hub = Hub(settings.redis_url)  # pub/sub wake-ups for the open SSE streams
+        hub.start()
         try:
             yield {
                 "settings": settings,
@@ -71,8 +90,10 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "redis": redis,
                 "templates": build_templates(static),
                 "sse": sse,
+                "hub": hub,
             }
         finally:
+            await hub.close()
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
@@ -122,6 +143,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
+        Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         Route("/saude", health.saude, methods=["GET"]),

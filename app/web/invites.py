@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app import invites as transitions
 from app import ratelimit
 from app.invites import Change, Invite
-from app.live import announce
+from app.live import announce, sending_paused
 from app.logs import correlation_id
 from app.queue import EnqueueError, publish
 from app.status import RESENDABLE
@@ -72,8 +72,9 @@ async def _publish_fast(request: Request, change: Change) -> None:
     await announce(request.state.redis, [change])
 
 
-def _accepted(request: Request, invite: Invite) -> Response:
+def _accepted(request: Request, change: Change, *, fresh_form: bool = False) -> Response:
     """202 with a Location for JS and API clients; 303 to the status page for a plain form."""
+    invite = change.invite
     location = str(URL(f"/convites/{invite.public_id}"))
     if wants_json(request):
         body = invite_json(invite, invite.updated_at, settings_of(request).slow_after_seconds)
@@ -82,15 +83,25 @@ def _accepted(request: Request, invite: Invite) -> Response:
         return render(
             request,
             "_accepted.html",
-            _row_context(request, invite),
+            {
+                **_row_context(request, invite, change.event_id),
+                "fresh_form": fresh_form,
+                "errors": {},
+                "values": {},
+            },
             status_code=202,
             headers={"Location": location},
         )
     return RedirectResponse(location, status_code=303)
 
 
-def _row_context(request: Request, invite: Invite) -> dict[str, Any]:
-    return {"invite": invite, "now": transitions.utcnow(), "settings": settings_of(request)}
+def _row_context(request: Request, invite: Invite, event_id: int) -> dict[str, Any]:
+    return {
+        "invite": invite,
+        "event_id": event_id,
+        "now": transitions.utcnow(),
+        "settings": settings_of(request),
+    }
 
 
 _LIMIT_MESSAGES = {
@@ -144,7 +155,7 @@ async def create(request: Request) -> Response:
     )
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await _publish_fast(request, change)
-    return _accepted(request, change.invite)
+    return _accepted(request, change, fresh_form=True)
 
 
 async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
@@ -154,22 +165,41 @@ async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str
         key: data.get(key) if isinstance(data.get(key), str) else "" for key in ("email", "nome")
     }
     if is_htmx(request):
-        return render(request, "_form.html", {"errors": errors, "values": values}, status_code=422)
+        # The form posts with hx-swap="none" (the row goes to the list); errors replace the form.
+        return render(
+            request,
+            "_form.html",
+            {"errors": errors, "values": values},
+            status_code=422,
+            headers={"HX-Retarget": "#form-convite", "HX-Reswap": "outerHTML"},
+        )
     context = await _index_context(request)
     context.update(errors=errors, values=values)
     return render(request, "index.html", context, status_code=422)
 
 
-async def _index_context(request: Request) -> dict[str, Any]:
-    rows = await transitions.list_invites(db_of(request), sender_id(request), limit=PAGE_SIZE)
+async def _list_context(request: Request, before: int | None = None) -> dict[str, Any]:
+    """A page of "Meus convites" and what its live updates need to resume from it."""
+    db, sender, settings = db_of(request), sender_id(request), settings_of(request)
+    # The cursor is read before the rows, so the stream re-sends (never skips) what lands between.
+    cursor = await transitions.last_event_id(db, sender)
+    rows = await transitions.list_invites(db, sender, before=before, limit=PAGE_SIZE)
     return {
         "invites": rows,
+        "event_ids": await transitions.latest_event_ids(db, [row.id for row in rows]),
+        "cursor": cursor,
+        "first_page": before is None,
+        "paused": await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
         "now": transitions.utcnow(),
-        "settings": settings_of(request),
-        "errors": {},
-        "values": {"email": "", "nome": ""},
+        "settings": settings,
         "next_before": rows[-1].id if len(rows) == PAGE_SIZE else None,
     }
+
+
+async def _index_context(request: Request) -> dict[str, Any]:
+    context = await _list_context(request)
+    context.update(errors={}, values={"email": "", "nome": ""})
+    return context
 
 
 async def index(request: Request) -> Response:
@@ -186,13 +216,13 @@ def _before(request: Request) -> int | None:
 async def list_mine(request: Request) -> Response:
     """GET /convites: this sender's invites, newest first, in pages of ``PAGE_SIZE``."""
     before = _before(request)
-    rows = await transitions.list_invites(
-        db_of(request), sender_id(request), before=before, limit=PAGE_SIZE
-    )
-    next_before = rows[-1].id if len(rows) == PAGE_SIZE else None
-    now = transitions.utcnow()
-    settings = settings_of(request)
     if wants_json(request):
+        rows = await transitions.list_invites(
+            db_of(request), sender_id(request), before=before, limit=PAGE_SIZE
+        )
+        next_before = rows[-1].id if len(rows) == PAGE_SIZE else None
+        now = transitions.utcnow()
+        settings = settings_of(request)
         return JSONResponse(
             {
                 "convites": [invite_json(row, now, settings.slow_after_seconds) for row in rows],
@@ -201,11 +231,7 @@ async def list_mine(request: Request) -> Response:
                 "csrf_token": csrf_token(request),
             }
         )
-    return render(
-        request,
-        "list.html",
-        {"invites": rows, "now": now, "settings": settings, "next_before": next_before},
-    )
+    return render(request, "list.html", await _list_context(request, before))
 
 
 async def _mine_or_404(request: Request) -> Invite | Response:
@@ -222,20 +248,23 @@ async def show(request: Request) -> Response:
     invite = await _mine_or_404(request)
     if isinstance(invite, Response):
         return invite
-    history = await transitions.invite_history(db_of(request), invite.id)
+    db = db_of(request)
+    # The stream's cursor is read before the row it resumes from (see _list_context).
+    cursor = await transitions.last_event_id(db, invite.sender_id)
+    invite = await transitions.get_invite(db, invite.sender_id, invite.public_id) or invite
+    history = await transitions.invite_history(db, invite.id)
     now = transitions.utcnow()
     settings = settings_of(request)
     if wants_json(request):
         body = invite_json(invite, now, settings.slow_after_seconds)
         body["historico"] = [event_json(event) for event in history]
         return JSONResponse(body)
+    context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
-        return render(request, "_invite_row.html", _row_context(request, invite))
-    return render(
-        request,
-        "invite.html",
-        {"invite": invite, "history": history, "now": now, "settings": settings},
-    )
+        return render(request, "_invite_row.html", context)
+    paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
+    context.update(history=history, cursor=cursor, paused=paused)
+    return render(request, "invite.html", context)
 
 
 async def resend(request: Request) -> Response:
@@ -259,4 +288,4 @@ async def resend(request: Request) -> Response:
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
     )
     await _publish_fast(request, change)
-    return _accepted(request, change.invite)
+    return _accepted(request, change)

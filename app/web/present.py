@@ -90,6 +90,35 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
     return StatusText(label, f"Recebemos, enviando… (convite para {who})")
 
 
+PAUSED_NOTICE = (
+    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
+)
+RECONNECTING = "Reconectando…"
+CONNECTION_LOST = "Não conseguimos falar com o servidor. Confira sua conexão e tente de novo."
+
+
+def seconds_until_slow(invite: Invite, now: datetime, slow_after_seconds: float) -> float | None:
+    """For a ``pendente`` row not yet slow: when the page should ask again (a client timer)."""
+    if invite.status != Status.PENDENTE or is_slow(invite, now, slow_after_seconds):
+        return None
+    waiting_since = invite.next_attempt_at or invite.created_at
+    due = waiting_since + timedelta(seconds=slow_after_seconds)
+    return max(0.0, (due - now).total_seconds())
+
+
+def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
+    """What a screen reader should hear when a row reaches this state, and through which region.
+
+    Failures go to the ``alert`` region with their reason; ``enviando`` is not announced (it is
+    a moment between "Recebemos" and the verdict, and would only crowd the status region).
+    """
+    if invite.status in (Status.FALHOU, Status.INCERTO):
+        return f"{text.message} {text.detail}", "alert"
+    if invite.status == Status.ENVIANDO:
+        return "", ""
+    return text.message, "status"
+
+
 def event_text(event: Event) -> str:
     """One line of the history: what happened at that moment."""
     texts = {

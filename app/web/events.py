@@ -1,0 +1,172 @@
+"""``GET /convites/eventos``: one server-sent event stream per page, scoped to the sender.
+
+The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``).
+After each wake-up, and at least every ``WORKER_HEARTBEAT_SECONDS`` in case a wake-up was lost,
+the stream reads the sender's event rows newer than its cursor and sends each changed invite as
+its rendered row (``_invite_row.html``), with the newest event id as the SSE id. A stream that
+starts without a cursor first sends the current state of the sender's visible rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from app import invites as transitions
+from app.config import Settings
+from app.db import Database
+from app.invites import Event, Invite
+from app.live import Hub, Wakeup, sending_paused
+from app.web.common import db_of, sender_id, settings_of, templates_of
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 20
+PING_SECONDS = 15
+SEND_TIMEOUT_SECONDS = 10
+SHUTDOWN_GRACE_SECONDS = 1.0
+RECONNECT_MILLISECONDS = 1000
+# On PostgreSQL two transactions can commit their event rows out of id order (id 10 visible
+# before id 9). The cursor therefore only moves past events older than this; younger ones are
+# read again on the next pass, and those already sent are skipped. SQLite has one writer at a
+# time, so its ids are final at once.
+SETTLE_SECONDS = 2.0
+
+
+def cursor_from(request: Request) -> int | None:
+    """Where the browser is: the ``Last-Event-ID`` header its EventSource sends on reconnect, or
+    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header)."""
+    candidates = [request.headers.get("last-event-id", ""), request.query_params.get("depois", "")]
+    values = [int(raw) for raw in candidates if raw.strip().isdigit()]
+    return max(values) if values else None
+
+
+def render_row(
+    templates: Jinja2Templates, invite: Invite, event_id: int, now: datetime, settings: Settings
+) -> str:
+    template = templates.get_template("_invite_row.html")
+    return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
+
+
+def render_notice(templates: Jinja2Templates, paused: bool) -> str:
+    return templates.get_template("_notice.html").render(paused=paused)
+
+
+class Stream:
+    """The state of one open stream: whose it is, how far it has read, what it last said."""
+
+    def __init__(self, request: Request, cursor: int | None) -> None:
+        self.db: Database = db_of(request)
+        self.redis: Any = request.state.redis
+        self.hub: Hub = request.state.hub
+        self.settings = settings_of(request)
+        self.templates = templates_of(request)
+        self.sender = sender_id(request)
+        self.cursor = cursor
+        self.sent_above_cursor: set[int] = set()
+        self.paused: bool | None = None
+        # Set by sse-starlette when the server shuts down: the loop ends and the response
+        # completes, instead of being cancelled mid-stream.
+        self.shutdown = anyio.Event()
+
+    def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
+        data = render_row(self.templates, invite, event_id, transitions.utcnow(), self.settings)
+        return ServerSentEvent(data=data, event="convite", id=str(event_id))
+
+    async def snapshot(self) -> list[ServerSentEvent]:
+        """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
+        # The cursor is read before the rows: anything newer is sent again later, never lost.
+        self.cursor = await transitions.last_event_id(self.db, self.sender)
+        rows = await transitions.list_invites(self.db, self.sender, limit=PAGE_SIZE)
+        latest = await transitions.latest_event_ids(self.db, [row.id for row in rows])
+        return [self.row_event(row, latest.get(row.id, 0)) for row in reversed(rows)]
+
+    async def changes(self) -> list[ServerSentEvent]:
+        """Each invite changed since the cursor, once, as it is now."""
+        assert self.cursor is not None
+        pairs = await transitions.events_since(self.db, self.sender, self.cursor)
+        newest: dict[int, tuple[int, Invite]] = {}
+        for event, invite in pairs:
+            if event.id not in self.sent_above_cursor:
+                newest[invite.id] = (event.id, invite)
+        self._advance([event for event, _ in pairs])
+        ordered = sorted(newest.values(), key=lambda pair: pair[0])
+        return [self.row_event(invite, event_id) for event_id, invite in ordered]
+
+    def _advance(self, events: list[Event]) -> None:
+        """Move the cursor past the settled prefix of ``events``; remember the rest as sent."""
+        horizon = transitions.utcnow() - timedelta(seconds=SETTLE_SECONDS)
+        settled = True
+        for event in events:
+            settled = settled and (self.db.is_sqlite or event.created_at <= horizon)
+            if settled:
+                self.cursor = event.id
+            else:
+                self.sent_above_cursor.add(event.id)
+        assert self.cursor is not None
+        cursor = self.cursor
+        self.sent_above_cursor = {i for i in self.sent_above_cursor if i > cursor}
+
+    async def notice(self) -> ServerSentEvent | None:
+        """The paused notice, when it changed since the last one this stream sent."""
+        paused = await sending_paused(self.redis, self.settings.worker_heartbeat_seconds)
+        if paused == self.paused:
+            return None
+        self.paused = paused
+        return ServerSentEvent(data=render_notice(self.templates, paused), event="aviso")
+
+    @property
+    def ending(self) -> bool:
+        return self.hub.closed or self.shutdown.is_set()
+
+    async def rest(self, wakeup: Wakeup) -> None:
+        """Until a wake-up, the periodic check (a lost wake-up) or server shutdown."""
+        async with anyio.create_task_group() as group:
+
+            async def first(waiting: Awaitable[object]) -> None:
+                await waiting
+                group.cancel_scope.cancel()
+
+            group.start_soon(first, wakeup.wait(self.settings.worker_heartbeat_seconds))
+            group.start_soon(first, self.shutdown.wait())
+
+    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
+        yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
+        if self.cursor is None:
+            for event in await self.snapshot():
+                yield event
+        while not self.ending:
+            for event in await self.changes():
+                yield event
+            notice = await self.notice()
+            if notice is not None:
+                yield notice
+            await self.rest(wakeup)
+
+
+async def stream(request: Request) -> Response:
+    """GET /convites/eventos: this sender's changes as server-sent events."""
+    live = Stream(request, cursor_from(request))
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        # Counted inside the generator: exactly while the stream is open (see app.metrics).
+        with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
+            async for event in live.events(wakeup):
+                yield event
+
+    return EventSourceResponse(
+        generate(),
+        ping=PING_SECONDS,
+        send_timeout=SEND_TIMEOUT_SECONDS,
+        shutdown_event=live.shutdown,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,177 @@
+"""Browser tests against the real thing: redis-server, uvicorn, an arq worker, an SMTP server.
+
+One stack per session (processes take a second or two to start); each test gets a fresh browser
+context, so a new sender cookie and its own empty "Meus convites". A test that stops the worker
+or the web gets them back running for the next one (``stack`` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route, sync_playwright
+
+from app.config import Settings
+from app.migrate import upgrade
+
+# The same real Redis and SMTP servers (and `smtp`, reset per test) as the fast tests.
+from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+
+__all__ = ["redis_server", "smtp", "smtp_server"]
+
+SLOW_AFTER_SECONDS = 3
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# What the security work will send as a header; here it proves the pages need no inline code.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+RECORDER = (Path(__file__).parent / "recorder.js").read_text()
+
+
+class Stack:
+    """The app's processes, which a test may stop and start again."""
+
+    def __init__(self, folder: Path, settings: Settings) -> None:
+        self.folder = folder
+        self.settings = settings
+        self.port = free_port()
+        self.env = process_env(settings)
+        self.web = AppProcess.web(self.env, folder / "web.log", self.port)
+        self.worker = AppProcess.worker(self.env, folder / "worker.log")
+
+    @classmethod
+    def migrated(cls, folder: Path, redis_url: str, smtp_port: int, **overrides: Any) -> Stack:
+        """A stack on a fresh, migrated database in ``folder`` (processes not started)."""
+        settings = make_settings(folder, redis_url, smtp_port, **overrides)
+        # Alembic runs its own event loop; the sync Playwright API may already hold this thread's.
+        migration = threading.Thread(target=upgrade, args=(settings,))
+        migration.start()
+        migration.join(60)
+        return cls(folder, settings)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start_web(self) -> None:
+        self.web.start()
+        wait_for_port(self.port)
+
+    def stop_web(self) -> None:
+        self.web.stop()
+
+    def start_worker(self) -> None:
+        # Each start appends to the same log: wait for one more "worker started" line.
+        before = self.worker.log().count("worker started")
+        self.worker.start()
+        deadline = time.monotonic() + 20
+        while self.worker.log().count("worker started") <= before:
+            if time.monotonic() > deadline:
+                raise TimeoutError(self.worker.log()[-3000:])
+            time.sleep(0.05)
+
+    def stop_worker(self) -> None:
+        self.worker.stop()
+
+    def worker_running(self) -> bool:
+        process = self.worker.process
+        return process is not None and process.poll() is None
+
+    def web_running(self) -> bool:
+        process = self.web.process
+        return process is not None and process.poll() is None
+
+
+@pytest.fixture(scope="session")
+def running_stack(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer, smtp_server: ScriptedSmtp
+) -> Iterator[Stack]:
+    stack = Stack.migrated(
+        tmp_path_factory.mktemp("e2e-stack"),
+        redis_server.url,
+        smtp_server.port,
+        SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
+        WORKER_HEARTBEAT_SECONDS=1,
+    )
+    try:
+        stack.start_web()
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.worker.__exit__()
+        stack.web.__exit__()
+
+
+@pytest.fixture
+def stack(running_stack: Stack, smtp_server: ScriptedSmtp) -> Iterator[Stack]:
+    """The stack, with web and worker running and the SMTP server saying 250."""
+    smtp_server.reset()
+    if not running_stack.web_running():
+        running_stack.start_web()
+    if not running_stack.worker_running():
+        running_stack.start_worker()
+    yield running_stack
+
+
+# Module scope: Playwright's sync API keeps an event loop running in the main thread while it
+# is open, which async tests (pytest-asyncio) in another module cannot share.
+@pytest.fixture(scope="module")
+def playwright_instance() -> Iterator[Playwright]:
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="module")
+def chromium(playwright_instance: Playwright) -> Iterator[Browser]:
+    browser = playwright_instance.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
+
+
+def _with_csp(route: Route) -> None:
+    if route.request.resource_type != "document" or route.request.method != "GET":
+        route.continue_()
+        return
+    response = route.fetch()
+    route.fulfill(response=response, headers={**response.headers, "content-security-policy": CSP})
+
+
+@pytest.fixture
+def new_context(chromium: Browser, stack: Stack) -> Iterator[Callable[..., BrowserContext]]:
+    """A factory for browser contexts (a fresh sender each), closed after the test."""
+    contexts: list[BrowserContext] = []
+
+    def make(**options: Any) -> BrowserContext:
+        options.setdefault("base_url", stack.url)
+        context = chromium.new_context(**options)
+        context.set_default_timeout(10_000)
+        context.add_init_script(RECORDER)
+        if options.get("java_script_enabled", True):
+            context.route(lambda url: "/static/" not in url and "/eventos" not in url, _with_csp)
+        contexts.append(context)
+        return context
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_context: Callable[..., BrowserContext]) -> Page:
+    return new_context().new_page()

@@ -1,0 +1,299 @@
+"""What the person sees and hears, in Chromium, against real web, worker, Redis and SMTP."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import BrowserContext, Page, expect
+
+from e2e.conftest import SLOW_AFTER_SECONDS, Stack
+from tests.services import ScriptedSmtp
+
+pytestmark = pytest.mark.e2e
+
+RECEIVED = "Recebemos, enviando… (convite para {})"
+SENT = "Convite para {} enviado."
+SLOW = "Ainda enviando — está demorando mais que o normal."
+PAUSED = (
+    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
+)
+REFUSED_REASON = re.compile(r"550")
+
+
+def announcements(page: Page) -> list[tuple[str, str]]:
+    return [tuple(item) for item in page.evaluate("window.__anuncios")]
+
+
+def wait_for_announcement(page: Page, text: str, timeout: float = 10_000) -> None:
+    page.wait_for_function(
+        "text => window.__anuncios.some(([, said]) => said === text)", arg=text, timeout=timeout
+    )
+
+
+def assert_page_was_honest(page: Page) -> None:
+    """Live regions never replaced, no CSP violation, no JS error."""
+    intact = page.evaluate(
+        "['anuncio', 'alerta'].every(id => window.__regioes[id] === document.getElementById(id))"
+    )
+    assert intact, "a live region was replaced"
+    assert page.evaluate("window.__violacoes") == []
+
+
+def submit(page: Page, email: str) -> None:
+    page.get_by_label("E-mail").fill(email)
+    page.get_by_role("button", name="Enviar convite").click()
+
+
+def row(page: Page, email: str) -> object:
+    return page.locator("li.convite", has_text=email)
+
+
+def open_home(page: Page) -> Page:
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/")
+    page.wait_for_function("window.htmx !== undefined")
+    return page
+
+
+def test_submitting_says_received_then_sent_and_the_row_follows_without_reload(
+    page: Page, stack: Stack
+) -> None:
+    open_home(page)
+    email = "ana@exemplo.com"
+
+    submit(page, email)
+
+    wait_for_announcement(page, SENT.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+    expect(page.get_by_label("E-mail")).to_be_focused()
+    expect(page.get_by_label("E-mail")).to_have_value("")
+    assert announcements(page) == [
+        ("status", RECEIVED.format(email)),
+        ("status", SENT.format(email)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_a_stalled_queue_says_still_sending_and_paused_never_sent_until_a_worker_sends_it(
+    page: Page, stack: Stack
+) -> None:
+    open_home(page)
+    email = "bia@exemplo.com"
+    stack.stop_worker()
+    expect(page.locator("#aviso-envio")).to_have_text(PAUSED)
+
+    submit(page, email)
+    wait_for_announcement(page, SLOW, timeout=(SLOW_AFTER_SECONDS + 5) * 1000)
+    expect(row(page, email)).to_contain_text("Ainda enviando")
+    expect(page.locator("#aviso-envio")).to_be_visible()
+    assert not re.search(r"\benviado\b", page.locator("main").inner_text().lower())
+
+    stack.start_worker()
+    wait_for_announcement(page, SENT.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+    expect(page.locator("#aviso-envio")).to_be_hidden()
+    assert announcements(page) == [
+        ("status", PAUSED),
+        ("status", RECEIVED.format(email)),
+        ("status", SLOW),
+        ("status", SENT.format(email)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_a_refused_invite_is_announced_and_tentar_de_novo_sends_it(
+    page: Page, stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    open_home(page)
+    email = "carla@exemplo.com"
+    smtp.always("550 5.1.1 Mailbox unavailable")
+
+    submit(page, email)
+    retry = page.get_by_role("button", name=f"Tentar de novo o convite para {email}")
+    expect(retry).to_be_visible()
+    reason = page.locator(f"#{retry.get_attribute('aria-describedby')}")
+    expect(reason).to_contain_text("550")
+    failure = f"Não foi possível enviar o convite para {email}. {reason.inner_text()}"
+
+    smtp.always("250 2.0.0 OK")
+    retry.click()
+    wait_for_announcement(page, SENT.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+    # The pressed button is gone; focus stayed in the row instead of falling to the page.
+    expect(row(page, email).get_by_role("link", name=email)).to_be_focused()
+    assert announcements(page) == [
+        ("status", RECEIVED.format(email)),
+        ("alert", failure),
+        ("status", RECEIVED.format(email)),
+        ("status", SENT.format(email)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_coming_back_and_a_second_tab_show_the_truth_and_repeat_nothing(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    context = new_context()
+    first = open_home(context.new_page())
+    submit(first, "davi@exemplo.com")
+    wait_for_announcement(first, SENT.format("davi@exemplo.com"))
+
+    first.goto("/convites")
+    first.goto("/")
+    second = open_home(context.new_page())
+    for tab in (first, second):
+        expect(row(tab, "davi@exemplo.com")).to_have_attribute("data-status", "enviado")
+
+    smtp.always("550 5.1.1 Mailbox unavailable")
+    submit(first, "eva@exemplo.com")
+    for tab in (first, second):
+        expect(row(tab, "eva@exemplo.com")).to_have_attribute("data-status", "falhou")
+    first.wait_for_timeout(500)
+    # Both tabs are in front: the failure is said once, by one of them.
+    alerts = [said for said in announcements(first) + announcements(second) if said[0] == "alert"]
+    assert len(alerts) == 1 and "eva@exemplo.com" in alerts[0][1]
+    second.reload()
+    expect(row(second, "eva@exemplo.com")).to_have_attribute("data-status", "falhou")
+    second.wait_for_timeout(1500)  # time for a (wrong) replay to arrive
+
+    # The second tab was reloaded after the failure: nothing old is said again.
+    assert announcements(second) == []
+    assert_page_was_honest(first)
+    assert_page_was_honest(second)
+
+
+def test_a_web_restart_mid_flow_loses_no_state_and_repeats_no_announcement(
+    page: Page, stack: Stack
+) -> None:
+    email = "fabio@exemplo.com"
+    stack.stop_worker()
+    open_home(page)
+    expect(page.locator("#aviso-envio")).to_be_visible()
+    submit(page, email)
+    wait_for_announcement(page, RECEIVED.format(email))
+
+    stack.stop_web()
+    expect(page.locator("#conexao")).to_have_text("Reconectando…")
+    stack.start_worker()  # sends while no web process is there to tell the page
+    stack.start_web()
+
+    wait_for_announcement(page, SENT.format(email), timeout=15_000)
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+    expect(page.locator("#conexao")).to_be_hidden()
+    page.wait_for_timeout(1500)  # a duplicate replay would land here
+    assert announcements(page) == [
+        ("status", RECEIVED.format(email)),
+        ("status", SENT.format(email)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_without_javascript_sending_and_checking_status_work(
+    new_context: Callable[..., BrowserContext], stack: Stack
+) -> None:
+    page = new_context(java_script_enabled=False).new_page()
+    page.goto("/")
+    email = "gil@exemplo.com"
+
+    submit(page, email)
+
+    expect(page).to_have_url(re.compile(r"/convites/[A-Za-z0-9_-]+$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Convite para {email}")
+    assert page.locator('meta[http-equiv="refresh"]').count() == 0
+    for _ in range(20):
+        if SENT.format(email) in page.locator("main").inner_text():
+            break
+        page.wait_for_timeout(250)
+        page.get_by_role("link", name="Atualizar").click()
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+    page.get_by_role("link", name="Voltar para Meus convites").click()
+    expect(row(page, email)).to_have_attribute("data-status", "enviado")
+
+    page.get_by_role("button", name="Enviar convite").click()
+    expect(page.locator("#email-erro")).to_be_visible()
+    expect(page.get_by_label("E-mail")).to_have_attribute("aria-invalid", "true")
+
+
+def focused(page: Page) -> str:
+    return str(
+        page.evaluate(
+            "(() => { const el = document.activeElement;"
+            " return el ? el.tagName + '|' + (el.id || el.textContent.trim()) : ''; })()"
+        )
+    )
+
+
+def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
+    page: Page, stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    open_home(page)
+    page.keyboard.press("Tab")
+    assert focused(page) == "A|Pular para o conteúdo"
+    page.keyboard.press("Tab")  # the brand link
+    page.keyboard.press("Tab")
+    assert focused(page) == "INPUT|email"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+
+    page.keyboard.press("Enter")  # empty: the error is announced and focus stays on E-mail
+    expect(page.locator("#email-erro")).to_be_visible()
+    assert focused(page) == "INPUT|email"
+    assert announcements(page)[-1][0] == "alert"
+
+    smtp.always("550 5.1.1 Mailbox unavailable")
+    page.keyboard.type("hugo@exemplo.com")
+    page.keyboard.press("Enter")
+    expect(row(page, "hugo@exemplo.com")).to_have_attribute("data-status", "falhou")
+    assert focused(page) == "INPUT|email"
+
+    smtp.always("250 2.0.0 OK")
+    seen = []
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        seen.append(focused(page))
+        if seen[-1] == "BUTTON|Tentar de novo":
+            break
+    assert seen[:3] == ["INPUT|nome", "BUTTON|Enviar convite", "A|hugo@exemplo.com"]
+    assert seen[-1] == "BUTTON|Tentar de novo"
+    page.keyboard.press("Enter")
+    expect(row(page, "hugo@exemplo.com")).to_have_attribute("data-status", "enviado")
+    assert focused(page) == "A|hugo@exemplo.com"
+
+    # Nothing traps focus: tabbing on leaves the last control and comes round to the top.
+    top = ("BODY|", "", "A|Pular para o conteúdo", "A|Convites")
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if focused(page) in top:
+            break
+    assert focused(page) in top
+
+
+def assert_no_axe_violations(page: Page, state: str) -> None:
+    results = Axe().run(page)
+    assert results.violations_count == 0, f"{state}:\n{results.generate_report()}"
+
+
+def test_axe_finds_no_violations_empty_pending_failed_and_invalid(
+    page: Page, stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    open_home(page)
+    assert_no_axe_violations(page, "empty page")
+
+    page.get_by_role("button", name="Enviar convite").click()
+    expect(page.locator("#email-erro")).to_be_visible()
+    assert_no_axe_violations(page, "validation error")
+
+    smtp.always("550 5.1.1 Mailbox unavailable")
+    submit(page, "ines@exemplo.com")
+    expect(row(page, "ines@exemplo.com")).to_have_attribute("data-status", "falhou")
+    assert_no_axe_violations(page, "failed row")
+
+    stack.stop_worker()
+    submit(page, "joao@exemplo.com")
+    expect(row(page, "joao@exemplo.com")).to_have_attribute("data-status", "pendente")
+    expect(page.locator("#aviso-envio")).to_be_visible()
+    assert_no_axe_violations(page, "pending row, sending paused")

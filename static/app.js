@@ -1,0 +1,291 @@
+// Convites: the page's live behaviour on top of htmx and its SSE extension.
+//
+// Every row arrives as server-rendered HTML (_invite_row.html) — from the page, a POST
+// response, a slow re-check or an SSE event — and goes through placeRow(). Its data-* attributes
+// carry the event id, the status and the sentence to announce, so no wording is built here.
+//
+// Announcements: each (invite, event id, sentence) is spoken once. The tab remembers what it
+// spoke; localStorage remembers across reloads and tabs, so a reconnect, a reload or a second
+// tab never repeats an old announcement. Background updates never move focus.
+(function () {
+  "use strict";
+
+  var STORE_PREFIX = "convites:anunciado:";
+  var STORE_LIMIT = 200;
+  var spokenHere = new Map();
+  var slowTimers = new Map();
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  // --- announcing -------------------------------------------------------------------------
+
+  // One region speaks at a time: the other is emptied, so the page never shows an old
+  // message next to a new one (emptying a region is silent).
+  function say(regionName, text) {
+    var region = byId(regionName === "alert" ? "alerta" : "anuncio");
+    var other = byId(regionName === "alert" ? "anuncio" : "alerta");
+    if (!region || !text) return;
+    if (other) other.textContent = "";
+    region.textContent = text;
+  }
+
+  function stored(key) {
+    try {
+      return JSON.parse(window.localStorage.getItem(STORE_PREFIX + key) || "null");
+    } catch (error) {
+      return null;
+    }
+  }
+
+  function remember(key, mark) {
+    try {
+      window.localStorage.setItem(STORE_PREFIX + key, JSON.stringify(mark));
+      pruneStore();
+    } catch (error) {
+      // Storage full or denied: this tab still remembers, other tabs may repeat once.
+    }
+  }
+
+  function pruneStore() {
+    var keys = [];
+    for (var i = 0; i < window.localStorage.length; i++) {
+      var name = window.localStorage.key(i);
+      if (name && name.indexOf(STORE_PREFIX) === 0) keys.push(name);
+    }
+    if (keys.length <= STORE_LIMIT) return;
+    keys.sort(function (a, b) {
+      return (JSON.parse(window.localStorage.getItem(a)).at || 0) -
+        (JSON.parse(window.localStorage.getItem(b)).at || 0);
+    });
+    keys.slice(0, keys.length - STORE_LIMIT).forEach(function (name) {
+      window.localStorage.removeItem(name);
+    });
+  }
+
+  function alreadySaid(mark, event, text) {
+    return mark && (mark.evento > event || (mark.evento === event && mark.texto === text));
+  }
+
+  // ownAction: the person just pressed a button in this tab; say it even if another tab did.
+  function announceRow(row, ownAction) {
+    var text = row.dataset.anuncio;
+    if (!text) return;
+    var key = row.dataset.convite;
+    var event = Number(row.dataset.evento || 0);
+    if (alreadySaid(spokenHere.get(key), event, text)) return;
+    var mark = { evento: event, texto: text, at: Date.now() };
+    spokenHere.set(key, mark);
+    // A tab in the background says nothing (and leaves the sentence to the tab in front).
+    if (!ownAction && document.visibilityState === "hidden") return;
+    var claim = key + ":" + event + ":" + text;
+    if (ownAction) {
+      // The person just acted here: acknowledge it here, and keep other tabs from repeating it.
+      remember(key, mark);
+      say(row.dataset.anuncioEm, text);
+      exclusively(claim, null);
+      return;
+    }
+    exclusively(claim, function () {
+      if (alreadySaid(stored(key), event, text)) return;
+      remember(key, mark);
+      say(row.dataset.anuncioEm, text);
+    });
+  }
+
+  // Two tabs get the same event at the same moment, and localStorage does not reach the other
+  // tab at once. A Web Lock named for the sentence is granted to one tab only; it holds it a
+  // while, until the localStorage mark has certainly arrived everywhere. Without Web Locks
+  // (old browsers, plain-http hosts) two tabs in front may both speak a new event.
+  var CLAIM_MILLISECONDS = 10000;
+
+  function exclusively(name, step) {
+    if (!(navigator.locks && navigator.locks.request)) {
+      if (step) step();
+      return;
+    }
+    navigator.locks.request("convites:" + name, { ifAvailable: true }, function (lock) {
+      if (!lock) return null;
+      if (step) step();
+      return new Promise(function (resolve) { setTimeout(resolve, CLAIM_MILLISECONDS); });
+    });
+  }
+
+  // --- rows -------------------------------------------------------------------------------
+
+  function parseRow(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    return template.content.querySelector("li.convite");
+  }
+
+  function isNewer(incoming, existing) {
+    var now = Number(incoming.dataset.evento || 0);
+    var before = Number(existing.dataset.evento || 0);
+    if (now !== before) return now > before;
+    // Same event, new words: a pendente row that became slow.
+    return incoming.dataset.anuncio !== existing.dataset.anuncio;
+  }
+
+  function replaceKeepingFocus(existing, incoming) {
+    var active = document.activeElement;
+    var hadFocus = active && existing.contains(active);
+    var focusKey = hadFocus ? active.getAttribute("data-foco") : null;
+    existing.replaceWith(incoming);
+    if (!hadFocus) return;
+    // The focused control may be gone (a pressed "Tentar de novo"): keep focus in the same row.
+    var target = (focusKey && incoming.querySelector('[data-foco="' + focusKey + '"]')) ||
+      incoming.querySelector('[data-foco="link"]');
+    if (target) target.focus({ preventScroll: true });
+  }
+
+  function placeRow(html, ownAction) {
+    var incoming = parseRow(html);
+    var list = byId("lista-convites");
+    if (!incoming || !list) return null;
+    var existing = byId(incoming.id);
+    if (existing) {
+      if (!isNewer(incoming, existing)) return existing;
+      replaceKeepingFocus(existing, incoming);
+    } else if (list.dataset.novosNoTopo === "sim") {
+      list.prepend(incoming);
+      var empty = byId("lista-vazia");
+      if (empty) empty.hidden = true;
+    } else {
+      return null;
+    }
+    htmx.process(incoming);
+    watchSlow(incoming);
+    announceRow(incoming, ownAction);
+    return incoming;
+  }
+
+  // A pendente row turns "Ainda enviando" after SLOW_AFTER_SECONDS even if no event arrives:
+  // a timer from data-lento-em asks the server for the row again (the server words it).
+  function watchSlow(row) {
+    var key = row.dataset.convite;
+    clearTimeout(slowTimers.get(key));
+    slowTimers.delete(key);
+    if (row.dataset.lentoEm === undefined) return;
+    var delay = Number(row.dataset.lentoEm) * 1000 + 300;
+    slowTimers.set(key, setTimeout(function () { recheck(key); }, delay));
+  }
+
+  function recheck(key) {
+    fetch("/convites/" + encodeURIComponent(key), {
+      headers: { "HX-Request": "true", "Accept": "text/html" },
+      credentials: "same-origin",
+    }).then(function (response) {
+      if (!response.ok) throw new Error("status " + response.status);
+      return response.text();
+    }).then(function (html) {
+      placeRow(html, false);
+    }).catch(function () {
+      // Offline: the stream's reconnect brings the truth; try again a little later.
+      slowTimers.set(key, setTimeout(function () { recheck(key); }, 2000));
+    });
+  }
+
+  // --- htmx wiring ------------------------------------------------------------------------
+
+  // While the person's own request is in flight, stream messages wait for its answer: the
+  // worker can finish before the 202 arrives, and "Recebemos" must not come after "enviado".
+  var held = null;
+  var holdTimer = null;
+
+  function hold() {
+    held = held || [];
+    clearTimeout(holdTimer);
+    holdTimer = setTimeout(release, 10000);
+  }
+
+  function release() {
+    clearTimeout(holdTimer);
+    var waiting = held || [];
+    held = null;
+    waiting.forEach(handleMessage);
+  }
+
+  document.addEventListener("htmx:beforeRequest", hold);
+  ["htmx:responseError", "htmx:sendError", "htmx:timeout"].forEach(function (name) {
+    document.addEventListener(name, release);
+  });
+
+  // SSE: rows and the paused notice are placed here, not swapped blindly by the extension.
+  document.addEventListener("htmx:sseBeforeMessage", function (evt) {
+    evt.preventDefault();
+    var message = { type: evt.detail.type, data: evt.detail.data, lastEventId: evt.detail.lastEventId };
+    if (held) held.push(message);
+    else handleMessage(message);
+  });
+
+  function handleMessage(message) {
+    if (message.lastEventId) {
+      // A fresh EventSource (after the extension gives up on one) sends no Last-Event-ID:
+      // resume from the last id we saw through the URL instead.
+      var source = document.querySelector("[sse-connect]");
+      if (source) source.setAttribute("sse-connect", "/convites/eventos?depois=" + message.lastEventId);
+    }
+    if (message.type === "convite") placeRow(message.data, false);
+    if (message.type === "aviso") placeNotice(message.data);
+  }
+
+  function placeNotice(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    var incoming = template.content.querySelector("#aviso-envio");
+    var existing = byId("aviso-envio");
+    if (!incoming || !existing) return;
+    var wasPaused = existing.dataset.pausado === "sim";
+    existing.replaceWith(incoming);
+    if (incoming.dataset.pausado === "sim" && !wasPaused) say("status", incoming.textContent.trim());
+  }
+
+  document.addEventListener("htmx:sseOpen", function () {
+    var note = byId("conexao");
+    if (note) note.hidden = true;
+  });
+
+  document.addEventListener("htmx:sseError", function () {
+    var note = byId("conexao");
+    if (note) note.hidden = false;
+  });
+
+  // A 202 from the form or a "Tentar de novo"/"Reenviar": the row goes to the list.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var detail = evt.detail;
+    if (detail.xhr.status === 202) placeRow(detail.serverResponse, true);
+    release();
+  });
+
+  // A form swapped in: after a 422, focus the first invalid field and say what is wrong;
+  // after a 202, the clean form takes focus back to E-mail for the next invite.
+  document.addEventListener("htmx:load", function (evt) {
+    var form = evt.detail.elt;
+    if (!form || form.id !== "form-convite") return;
+    if (form.dataset.estado === "erro") {
+      var invalid = form.querySelector('[aria-invalid="true"]');
+      if (invalid) invalid.focus();
+      say("alert", form.dataset.anuncio);
+    } else if (form.dataset.estado === "limpo") {
+      var email = form.querySelector("#email");
+      if (email) email.focus();
+    }
+  });
+
+  document.addEventListener("htmx:sendError", function () {
+    say("alert", byId("alerta").dataset.semConexao);
+  });
+
+  document.addEventListener("htmx:responseError", function (evt) {
+    var template = document.createElement("template");
+    template.innerHTML = evt.detail.xhr.responseText || "";
+    var text = template.content.textContent.trim();
+    say("alert", text || byId("alerta").dataset.semConexao);
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("li.convite").forEach(watchSlow);
+  });
+})();

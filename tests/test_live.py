@@ -1,0 +1,208 @@
+"""The SSE stream on a real uvicorn process: scoped to the sender, resumable, never silent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from app import invites as transitions
+from app.config import Settings
+from app.db import Database
+from app.live import announce
+from tests.conftest import drain, process_env
+from tests.helpers import post_invite
+from tests.services import AppProcess, RedisServer, free_port, wait_for_port
+
+
+@dataclass
+class Sse:
+    event: str
+    id: str
+    data: str
+
+
+@dataclass
+class Web:
+    process: AppProcess
+    url: str
+
+
+@pytest.fixture
+def web_process(settings: Settings, tmp_path: Path) -> Iterator[Web]:
+    port = free_port()
+    with AppProcess.web(process_env(settings), tmp_path / "web.log", port) as process:
+        wait_for_port(port)
+        yield Web(process, f"http://127.0.0.1:{port}")
+
+
+@pytest.fixture
+def web(web_process: Web) -> str:
+    return web_process.url
+
+
+async def read_events(response: httpx.Response) -> AsyncIterator[Sse]:
+    fields: dict[str, list[str]] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "event" in fields:
+                yield Sse(fields["event"][0], fields.get("id", [""])[0], "\n".join(fields["data"]))
+            fields = {}
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name, []).append(value.removeprefix(" "))
+
+
+async def collect(
+    client: httpx.AsyncClient,
+    until: int,
+    seconds: float = 8.0,
+    stop_at: str = "",
+    **kwargs: object,
+) -> list[Sse]:
+    """Open the stream and gather row events until ``until`` of them came, or one has the
+    status ``stop_at`` (or time runs out)."""
+    got: list[Sse] = []
+
+    async def run() -> None:
+        async with client.stream("GET", "/convites/eventos", **kwargs) as response:  # type: ignore[arg-type]
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for event in read_events(response):
+                if event.event == "convite":
+                    got.append(event)
+                if len(got) >= until or (stop_at and f'data-status="{stop_at}"' in event.data):
+                    return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(run(), seconds)
+    return got
+
+
+def statuses(events: list[Sse]) -> list[str]:
+    return [re.search(r'data-status="(\w+)"', event.data).group(1) for event in events]  # type: ignore[union-attr]
+
+
+async def test_a_new_stream_sends_the_senders_rows_and_never_another_senders(web: str) -> None:
+    async with httpx.AsyncClient(base_url=web) as ana, httpx.AsyncClient(base_url=web) as bia:
+        mine = await post_invite(ana, "ana@exemplo.com")
+        theirs = await post_invite(bia, "bia@exemplo.com")
+
+        events = await collect(ana, until=2, seconds=3)
+
+    assert [mine["id"] in event.data for event in events] == [True]
+    assert all(theirs["id"] not in event.data for event in events)
+    assert events[0].id.isdigit() and f'data-evento="{events[0].id}"' in events[0].data
+
+
+async def test_a_stream_resumes_after_last_event_id_and_sends_each_change_once(
+    web: str, settings: Settings, db: Database
+) -> None:
+    async with httpx.AsyncClient(base_url=web) as client:
+        created = await post_invite(client, "caio@exemplo.com")
+        cursor, listening = await listen_after_newest(
+            client, db, created["id"], until=3, stop_at="enviado", header=True
+        )
+        await drain(settings)  # pendente → enviando → enviado, published on the sender channel
+        events = await listening
+
+    # Only what is newer than the cursor, each change once, in order.
+    assert statuses(events) in (["enviando", "enviado"], ["enviado"])
+    ids = [int(event.id) for event in events]
+    assert ids == sorted(set(ids)) and ids[0] > cursor
+
+
+async def test_a_change_nobody_announced_still_reaches_the_stream(
+    web: str, settings: Settings, db: Database
+) -> None:
+    async with httpx.AsyncClient(base_url=web) as client:
+        created = await post_invite(client, "duda@exemplo.com")
+        _, listening = await listen_after_newest(client, db, created["id"], until=1)
+        # A transition whose Redis message was lost: only the periodic check can find it.
+        await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
+        events = await listening
+
+    assert statuses(events) == ["enviando"]
+
+
+async def listen_after_newest(
+    client: httpx.AsyncClient,
+    db: Database,
+    public_id: str,
+    *,
+    header: bool = False,
+    **collecting: Any,
+) -> tuple[int, asyncio.Task[list[Sse]]]:
+    """Start a stream from the sender's newest event (as ``Last-Event-ID`` or ``?depois=``)."""
+    cursor = await transitions.last_event_id(db, await _sender(db, public_id))
+    where: dict[str, Any] = (
+        {"headers": {"Last-Event-ID": str(cursor)}} if header else {"params": {"depois": cursor}}
+    )
+    listening = asyncio.create_task(collect(client, **collecting, **where))
+    await asyncio.sleep(0.5)  # connected and past its first read
+    return cursor, listening
+
+
+async def _sender(db: Database, public_id: str) -> str:
+    invite = await transitions.get_invite_by_public_id(db, public_id)
+    assert invite is not None
+    return invite.sender_id
+
+
+async def test_open_streams_end_cleanly_when_the_server_stops(web_process: Web) -> None:
+    async with (
+        httpx.AsyncClient(base_url=web_process.url) as client,
+        client.stream("GET", "/convites/eventos?depois=0") as response,
+    ):
+        lines = response.aiter_lines()
+        assert await anext(lines) == ": ola"
+        started = time.monotonic()
+        await asyncio.to_thread(web_process.process.stop)
+        # The body ends (no exception): the response was completed, not cut.
+        async for _ in lines:
+            pass
+
+    assert time.monotonic() - started < 5
+    assert "returned without completing response" not in web_process.process.log()
+
+
+async def test_the_hub_listens_again_after_redis_restarts(
+    settings: Settings, db: Database, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # A long periodic check: only a pub/sub wake-up can bring the change within the test.
+    env = process_env(settings, WORKER_HEARTBEAT_SECONDS="30")
+    port = free_port()
+    with AppProcess.web(env, tmp_path / "web.log", port):
+        wait_for_port(port)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            created = await post_invite(client, "eli@exemplo.com")
+            redis_server.stop()
+            redis_server.start()
+            publisher = Redis.from_url(redis_server.url)
+            try:
+                await _until_the_hub_listens(publisher)
+                _, listening = await listen_after_newest(
+                    client, db, created["id"], until=1, seconds=5
+                )
+                change = await transitions.claim_for_sending(db, created["id"], 1, 60)
+                await announce(publisher, [change])
+                events = await listening
+            finally:
+                await publisher.aclose()
+
+    assert statuses(events) == ["enviando"]
+
+
+async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while await redis.pubsub_numpat() < 1:
+        assert time.monotonic() < deadline, "the hub did not subscribe again"
+        await asyncio.sleep(0.1)

@@ -1,0 +1,108 @@
+"""The HTML the browser gets: live regions, pinned scripts, rows that carry what the page needs."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+import httpx
+
+from app import invites as transitions
+from app.db import Database
+from tests.helpers import post_invite
+
+ROOT = Path(__file__).resolve().parent.parent
+VENDOR = ROOT / "static" / "vendor"
+HTMX = {"HX-Request": "true"}
+
+
+async def test_the_page_starts_with_empty_live_regions_and_no_inline_code(
+    client: httpx.AsyncClient,
+) -> None:
+    page = (await client.get("/")).text
+
+    assert '<div id="anuncio" class="regiao-viva" role="status" aria-atomic="true"></div>' in page
+    assert re.search(r'<div id="alerta"[^>]* role="alert"[^>]*></div>', page)
+    assert '<html lang="pt-BR">' in page
+    # Everything runs under a CSP without unsafe-inline: no inline script, style or handler.
+    assert not re.search(r"<script(?![^>]*\bsrc=)", page)
+    assert "<style" not in page and " style=" not in page and " onclick=" not in page
+    assert 'http-equiv="refresh"' not in page
+    assert '"allowEval":false' in page and '"includeIndicatorStyles":false' in page
+
+
+async def test_the_vendored_scripts_match_their_checksums_and_integrity_attributes(
+    client: httpx.AsyncClient,
+) -> None:
+    page = (await client.get("/")).text
+    for line in (VENDOR / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split()
+        content = (VENDOR / name).read_bytes()
+        assert hashlib.sha256(content).hexdigest() == digest, name
+        sri = "sha384-" + base64.b64encode(hashlib.sha384(content).digest()).decode()
+        assert f'src="/static/vendor/{name}" integrity="{sri}"' in page, name
+
+
+async def test_the_page_resumes_its_stream_from_the_newest_event_it_shows(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com")
+    invite = await transitions.get_invite_by_public_id(db, created["id"])
+    assert invite is not None
+    newest = await transitions.last_event_id(db, invite.sender_id)
+
+    page = (await client.get("/")).text
+
+    assert f'sse-connect="/convites/eventos?depois={newest}"' in page
+    assert f'data-evento="{newest}"' in page
+
+
+async def test_an_htmx_validation_error_replaces_the_form_with_its_messages(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.post("/convites", data={"email": "nao-e-email"}, headers=HTMX)
+
+    assert response.status_code == 422
+    assert response.headers["HX-Retarget"] == "#form-convite"
+    assert response.headers["HX-Reswap"] == "outerHTML"
+    assert 'data-estado="erro"' in response.text and 'aria-invalid="true"' in response.text
+
+
+async def test_an_htmx_send_answers_the_row_and_a_clean_form(client: httpx.AsyncClient) -> None:
+    response = await client.post("/convites", data={"email": "bia@exemplo.com"}, headers=HTMX)
+
+    assert response.status_code == 202
+    assert 'data-anuncio="Recebemos, enviando… (convite para bia@exemplo.com)"' in response.text
+    assert 'data-anuncio-em="status"' in response.text
+    assert 'hx-swap-oob="true" data-estado="limpo"' in response.text
+    assert 'value=""' in response.text
+
+
+async def test_a_pending_row_says_when_to_check_again_for_slowness(
+    client: httpx.AsyncClient,
+) -> None:
+    created = await post_invite(client, "caio@exemplo.com")
+
+    row = (await client.get(f"/convites/{created['id']}", headers=HTMX)).text
+
+    slow_in = float(re.search(r'data-lento-em="([0-9.]+)"', row).group(1))  # type: ignore[union-attr]
+    assert 0 < slow_in <= 30
+
+
+async def test_an_uncertain_row_asks_for_confirmation_before_resending(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    created = await post_invite(client, "duda@exemplo.com")
+    claimed = await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
+    assert claimed is not None
+    await transitions.mark_uncertain(db, claimed.invite, "Interrompido.")
+
+    row = (await client.get(f"/convites/{created['id']}", headers=HTMX)).text
+
+    details = re.search(r"<details.*?</details>", row, re.S)
+    assert details, row
+    assert "<summary" in details.group(0) and "Sim, reenviar para duda@exemplo.com" in row
+    assert 'data-anuncio-em="alert"' in row
+    assert "Não conseguimos confirmar o envio" in row
