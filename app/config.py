@@ -89,6 +89,12 @@ class Settings:
     worker_grace_seconds: float
     mailbox_dir: Path | None
     https_only_cookies: bool
+    trust_proxy_headers: bool
+    max_body_bytes: int
+    sends_per_sender_per_minute: int
+    sends_per_address_per_minute: int
+    sends_per_sender_per_day: int
+    streams_per_sender: int
     alarm_pending_seconds: float
     alarm_check_seconds: float
     ops_token: str | None
@@ -165,14 +171,31 @@ def _url(*schemes: str) -> Callable[[str], str]:
     return check
 
 
+#: Words that mark a copied example rather than a generated key.
+_PLACEHOLDER_WORDS = ("change", "example", "placeholder", "secret", "default", "xxxx")
+_MIN_PRODUCTION_KEY = 32
+
+
+def _check_production_key(key: str) -> None:
+    if len(key) < _MIN_PRODUCTION_KEY or any(w in key.lower() for w in _PLACEHOLDER_WORDS):
+        raise ConfigError(
+            f"SECRET_KEY must be a real random key of at least {_MIN_PRODUCTION_KEY} characters "
+            "when APP_ENV=production (e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
+
+
 def _secret_key(env: Mapping[str, str], app_env: str) -> str:
     key = env.get("SECRET_KEY", "")
+    if app_env == "production":
+        # Sessions and CSRF tokens are only as good as this key: never a generated or sample one.
+        if not key:
+            raise ConfigError("SECRET_KEY is required when APP_ENV=production")
+        _check_production_key(key)
     if key:
         if len(key) < 16:
             raise ConfigError("SECRET_KEY is too short: use at least 16 random characters")
         return key
-    if app_env == "production":
-        raise ConfigError("SECRET_KEY is required when APP_ENV=production")
     # One person on one machine: keep a generated key under var/ so sessions survive restarts.
     path = VAR_DIR / "secret_key"
     if not path.exists():
@@ -221,6 +244,14 @@ def _read(env: Mapping[str, str]) -> Settings:
         worker_grace_seconds=_parse(env, "WORKER_GRACE_SECONDS", "30", _positive_float),
         mailbox_dir=Path(mailbox) if mailbox else None,
         https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
+        trust_proxy_headers=_parse(env, "TRUST_PROXY_HEADERS", "false", _bool),
+        max_body_bytes=_parse(env, "MAX_BODY_BYTES", "16384", _positive_int),
+        sends_per_sender_per_minute=_parse(env, "SENDS_PER_SENDER_PER_MINUTE", "30", _positive_int),
+        sends_per_address_per_minute=_parse(
+            env, "SENDS_PER_ADDRESS_PER_MINUTE", "120", _positive_int
+        ),
+        sends_per_sender_per_day=_parse(env, "SENDS_PER_SENDER_PER_DAY", "500", _positive_int),
+        streams_per_sender=_parse(env, "STREAMS_PER_SENDER", "10", _positive_int),
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
         ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),

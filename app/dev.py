@@ -141,7 +141,17 @@ def run_dev(host: str, port: int) -> int:
         wait_for_port(mail_port, mailbox)
         web = children.start(
             "web",
-            [python, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port)],
+            [
+                python,
+                "-m",
+                "uvicorn",
+                "app.main:app",
+                "--no-proxy-headers",
+                "--host",
+                host,
+                "--port",
+                str(port),
+            ],
             env,
         )
         children.start("worker", [python, "-m", "arq", "app.worker.WorkerSettings"], env)

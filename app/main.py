@@ -15,22 +15,23 @@ from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from app.alarms import monitor_forever
-from app.config import Settings, load_settings
+from app.config import ConfigError, Settings, load_settings
 from app.db import Database
 from app.live import Announcer, Hub
-from app.logs import configure_logging
+from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.queue import Publisher
 from app.web import events, health, invites, mailbox, ops
 from app.web.common import error_response
+from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
+from app.web.headers import SecurityHeadersMiddleware, add_security_headers
+from app.web.limits import BodyLimitMiddleware
 from app.web.middleware import CorrelationIdMiddleware
 from app.web.present import (
     CONNECTION_LOST,
@@ -44,12 +45,14 @@ from app.web.present import (
     local_time,
     seconds_until_slow,
 )
+from app.web.proxy import SchemeAwareSessionMiddleware, TrustedProxyHeadersMiddleware
+from app.web.static import StaticAssets
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
 
 
-def build_templates() -> Jinja2Templates:
+def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
@@ -59,6 +62,9 @@ def build_templates() -> Jinja2Templates:
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
+        csrf_token=csrf_token_global,
+        csrf_field=csrf_field,
+        static_url=static.url_for,
         PAUSED_NOTICE=PAUSED_NOTICE,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
@@ -66,7 +72,7 @@ def build_templates() -> Jinja2Templates:
     return templates
 
 
-def _lifespan(settings: Settings) -> Any:
+def _lifespan(settings: Settings, static: StaticAssets) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = Database(settings.database_url)
@@ -87,7 +93,7 @@ def _lifespan(settings: Settings) -> Any:
                 "redis": redis,
                 "publisher": publisher,
                 "announcer": announcer,
-                "templates": build_templates(),
+                "templates": build_templates(static),
                 "sse": sse,
                 "hub": hub,
             }
@@ -119,15 +125,27 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error", exc_info=exc)
-    return error_response(
+    # This handler runs outside every middleware: put the request's correlation id back for
+    # the log line, and the headers the middleware would have added on the response.
+    request_id = request.scope.get("correlation_id")
+    token = correlation_id.set(request_id)
+    try:
+        log.error("unhandled error", exc_info=exc)
+    finally:
+        correlation_id.reset(token)
+    response = error_response(
         request, 500, "Algo deu errado do nosso lado. Tente de novo em instantes."
     )
+    add_security_headers(response.headers, request.url.scheme)
+    if request_id:
+        response.headers["X-Request-ID"] = request_id
+    return response
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """The whole web app, configured by ``settings`` (default: the environment)."""
     settings = settings or load_settings()
+    static = StaticAssets(ROOT / "static")
     routes = [
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
@@ -137,34 +155,43 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
-        Mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static"),
+        Mount("/static", static, name="static"),
     ]
     if settings.mailbox_dir is not None:
         routes += mailbox.routes(settings.mailbox_dir)
     if settings.ops_token is not None:
         routes += ops.routes()
-    middleware = [
+    # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
+    middleware = [Middleware(TrustedProxyHeadersMiddleware)] if settings.trust_proxy_headers else []
+    middleware += [
         Middleware(CorrelationIdMiddleware),
+        Middleware(SecurityHeadersMiddleware),
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         Middleware(
-            SessionMiddleware,
+            SchemeAwareSessionMiddleware,
             secret_key=settings.secret_key,
-            session_cookie="convites_sessao",
+            cookie="convites_sessao",
             max_age=400 * 24 * 3600,
-            same_site="lax",
-            https_only=settings.https_only_cookies,
+            always_secure=settings.https_only_cookies,
         ),
+        Middleware(CsrfMiddleware, secret_key=settings.secret_key),
     ]
     return Starlette(
         routes=routes,
         middleware=middleware,
-        lifespan=_lifespan(settings),
+        lifespan=_lifespan(settings, static),
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
 
 
 def _app_from_environment() -> Starlette:
     configure_logging("web")
-    return create_app()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        # One line naming the variable, not a traceback through uvicorn's loader.
+        raise SystemExit(f"Convites cannot start: {exc}") from None
+    return create_app(settings)
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from email_validator import EmailNotValidError, validate_email
@@ -24,8 +25,17 @@ class InvalidInvite(ValueError):
         self.errors = errors
 
 
+#: Control characters (C0, DEL, C1), line/paragraph separators, lone surrogates, and the
+#: bidirectional overrides that make text read differently from what it is.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def _has_control_chars(value: str) -> bool:
-    return any(ord(ch) < 32 or ord(ch) == 127 for ch in value)
+    """True when ``value`` could break a header line (CR/LF and friends) or mislead a reader."""
+    return any(
+        unicodedata.category(ch) in _FORBIDDEN_CATEGORIES or ch in _BIDI_CONTROLS for ch in value
+    )
 
 
 def _check_email(raw: object) -> tuple[str | None, str | None]:

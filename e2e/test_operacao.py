@@ -15,20 +15,21 @@ from playwright.async_api import Browser, Route, async_playwright, expect
 from app.config import Settings
 from app.migrate import upgrade
 from tests.conftest import make_settings, process_env
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+from tests.helpers import api_headers
+from tests.services import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppProcess,
+    RedisServer,
+    ScriptedSmtp,
+    free_port,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "token-de-operacao-bem-comprido"
 CSP = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture
@@ -52,9 +53,7 @@ def settings(tmp_path: Path, smtp: ScriptedSmtp) -> Iterator[Settings]:
 @pytest.fixture
 async def chromium() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         await browser.close()
 
@@ -92,10 +91,9 @@ async def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_l
         worker.wait_for_log("worker started")
         smtp.always("550 5.7.1 Blocked")
         async with httpx.AsyncClient(base_url=base) as http:
+            headers = await api_headers(http)
             for name in ("ana", "bia"):
-                await http.post(
-                    "/convites", json={"email": f"{name}@exemplo.com"}, headers={"Accept": "*/*"}
-                )
+                await http.post("/convites", json={"email": f"{name}@exemplo.com"}, headers=headers)
             await wait_for_failures(http, 2)
 
         page = await chromium.new_page()
@@ -120,7 +118,9 @@ async def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_l
         await page.evaluate("window.semRecarregar = true")
         smtp.always("554 5.7.1 Spam")
         async with httpx.AsyncClient(base_url=base) as http:
-            await http.post("/convites", json={"email": "cris@exemplo.com"})
+            await http.post(
+                "/convites", json={"email": "cris@exemplo.com"}, headers=await api_headers(http)
+            )
         again = page.get_by_role("button", name="Tentar de novo 1 convite com este motivo")
         await expect(again).to_be_visible(timeout=15000)
         assert await page.evaluate("window.semRecarregar") is True

@@ -188,6 +188,13 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "WORKER_HEARTBEAT_SECONDS": str(settings.worker_heartbeat_seconds),
             "WORKER_GRACE_SECONDS": str(settings.worker_grace_seconds),
             "SLOW_AFTER_SECONDS": str(settings.slow_after_seconds),
+            "HTTPS_ONLY_COOKIES": str(settings.https_only_cookies).lower(),
+            "TRUST_PROXY_HEADERS": str(settings.trust_proxy_headers).lower(),
+            "MAX_BODY_BYTES": str(settings.max_body_bytes),
+            "SENDS_PER_SENDER_PER_MINUTE": str(settings.sends_per_sender_per_minute),
+            "SENDS_PER_ADDRESS_PER_MINUTE": str(settings.sends_per_address_per_minute),
+            "SENDS_PER_SENDER_PER_DAY": str(settings.sends_per_sender_per_day),
+            "STREAMS_PER_SENDER": str(settings.streams_per_sender),
             "PYTHONPATH": str(ROOT),
         }
     )

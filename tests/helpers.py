@@ -3,16 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from sqlalchemy import func, select
 
+from app.config import Settings
 from app.db import Database
 from app.invites import Invite, get_invite_by_public_id, invite_history
+from app.models import invites
 from app.status import Status
 
 JSON = {"Accept": "application/json"}
+
+
+async def csrf_token(client: httpx.AsyncClient) -> str:
+    """The client's CSRF token, as a JSON client gets it (this also starts its session)."""
+    response = await client.get("/convites", headers=JSON)
+    assert response.status_code == 200, response.text
+    token: str = response.json()["csrf_token"]
+    return token
+
+
+def sync_api_headers(client: httpx.Client) -> dict[str, str]:
+    """``api_headers`` for a blocking client talking to a real web process."""
+    response = client.get("/convites", headers=JSON)
+    assert response.status_code == 200, response.text
+    return {**JSON, "X-CSRF-Token": response.json()["csrf_token"]}
+
+
+async def api_headers(client: httpx.AsyncClient) -> dict[str, str]:
+    """Headers for a JSON client's POST: Accept and the CSRF token."""
+    return {**JSON, "X-CSRF-Token": await csrf_token(client)}
 
 
 async def post_invite(
@@ -21,7 +47,7 @@ async def post_invite(
     body: dict[str, Any] = {"email": email}
     if nome is not None:
         body["nome"] = nome
-    response = await client.post("/convites", json=body, headers=JSON)
+    response = await client.post("/convites", json=body, headers=await api_headers(client))
     assert response.status_code == 202, response.text
     assert response.headers["location"] == f"/convites/{response.json()['id']}"
     data: dict[str, Any] = response.json()
@@ -50,3 +76,29 @@ async def wait_for_status(
         if time.monotonic() > deadline:
             raise AssertionError(f"{public_id} is {found.status}, not {wanted}")
         await asyncio.sleep(0.05)
+
+
+def page_token(html: str) -> str:
+    """The CSRF token a page put in its forms."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, "the page has no csrf_token field"
+    return found.group(1)
+
+
+async def invite_count(db: Database) -> int:
+    async with db.read() as conn:
+        return int((await conn.execute(select(func.count()).select_from(invites))).scalar_one())
+
+
+@asynccontextmanager
+async def client_for(
+    settings: Settings, base_url: str = "http://testserver", **transport: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser (own cookie jar) on an app built with ``settings``; ``transport`` options go
+    to ``httpx.ASGITransport`` (e.g. ``client=("10.0.0.1", 1)``, ``raise_app_exceptions``)."""
+    from tests.conftest import running_app
+
+    async with running_app(settings) as app:
+        asgi = httpx.ASGITransport(app=app, **transport)
+        async with httpx.AsyncClient(transport=asgi, base_url=base_url) as http:
+            yield http

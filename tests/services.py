@@ -22,6 +22,17 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
+#: Debian's Chromium, and the flags it needs here (no sandbox, no background network).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
 
 def free_port() -> int:
     with socket.socket() as sock:

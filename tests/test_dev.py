@@ -56,10 +56,11 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
         children = _children_of(dev.pid)
         assert len(children) == 4  # redis-server, mailbox, web, worker
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            token = http.get("/convites", headers={"Accept": "application/json"}).json()
             created = http.post(
                 "/convites",
                 json={"email": "dev@exemplo.com"},
-                headers={"Accept": "application/json"},
+                headers={"Accept": "application/json", "X-CSRF-Token": token["csrf_token"]},
             )
             assert created.status_code == 202
             deadline = time.monotonic() + 20

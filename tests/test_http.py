@@ -13,7 +13,7 @@ from app.config import Settings
 from app.db import Database
 from app.models import invite_events, invites, outbox
 from tests.conftest import drain
-from tests.helpers import JSON, post_invite
+from tests.helpers import JSON, api_headers, csrf_token, page_token, post_invite
 
 
 async def _row_counts(db: Database) -> tuple[int, int, int]:
@@ -28,7 +28,10 @@ async def _row_counts(db: Database) -> tuple[int, int, int]:
 async def test_a_plain_form_post_is_redirected_to_the_status_page(
     client: httpx.AsyncClient,
 ) -> None:
-    response = await client.post("/convites", data={"email": "form@exemplo.com", "nome": "Fê"})
+    token = page_token((await client.get("/")).text)
+    response = await client.post(
+        "/convites", data={"email": "form@exemplo.com", "nome": "Fê", "csrf_token": token}
+    )
 
     assert response.status_code == 303
     page = await client.get(response.headers["location"])
@@ -40,7 +43,9 @@ async def test_a_plain_form_post_is_redirected_to_the_status_page(
 
 async def test_an_htmx_post_gets_202_with_the_row_fragment(client: httpx.AsyncClient) -> None:
     response = await client.post(
-        "/convites", data={"email": "htmx@exemplo.com"}, headers={"HX-Request": "true"}
+        "/convites",
+        data={"email": "htmx@exemplo.com"},
+        headers={"HX-Request": "true", "X-CSRF-Token": await csrf_token(client)},
     )
 
     assert response.status_code == 202
@@ -82,7 +87,7 @@ async def test_bad_json_input_gets_a_clear_error_and_writes_nothing(
     status: int,
     message: str,
 ) -> None:
-    headers = {**JSON, **request_kwargs.pop("headers", {})}
+    headers = {**await api_headers(client), **request_kwargs.pop("headers", {})}
     response = await client.post("/convites", headers=headers, **request_kwargs)
 
     assert response.status_code == status, case
@@ -93,7 +98,8 @@ async def test_bad_json_input_gets_a_clear_error_and_writes_nothing(
 async def test_an_empty_form_shows_the_field_message_on_the_page(
     client: httpx.AsyncClient, db: Database
 ) -> None:
-    response = await client.post("/convites", data={})
+    token = page_token((await client.get("/")).text)
+    response = await client.post("/convites", data={"csrf_token": token})
 
     assert response.status_code == 422
     assert 'lang="pt-BR"' in response.text
@@ -107,7 +113,9 @@ async def test_another_senders_invite_does_not_exist_for_you(
     mine = await post_invite(client, "meu@exemplo.com")
     async with other_client() as stranger:
         seen = await stranger.get(f"/convites/{mine['id']}", headers=JSON)
-        resend = await stranger.post(f"/convites/{mine['id']}/reenviar", headers=JSON)
+        resend = await stranger.post(
+            f"/convites/{mine['id']}/reenviar", headers=await api_headers(stranger)
+        )
         listed = (await stranger.get("/convites", headers=JSON)).json()
 
     assert seen.status_code == 404 and resend.status_code == 404

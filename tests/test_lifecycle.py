@@ -15,7 +15,7 @@ from app.models import invites
 from app.queue import SEND_FUNCTION
 from app.status import Status
 from tests.conftest import drain
-from tests.helpers import JSON, invite, post_invite, statuses
+from tests.helpers import JSON, api_headers, invite, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 
@@ -120,7 +120,9 @@ async def test_retry_from_falhou_runs_while_the_old_attempts_result_is_kept(
     assert (await invite(db, created["id"])).status == Status.FALHOU
     assert await redis.keys("arq:result:*"), "arq keeps the first attempt's result"
 
-    response = await client.post(f"/convites/{created['id']}/reenviar", headers=JSON)
+    response = await client.post(
+        f"/convites/{created['id']}/reenviar", headers=await api_headers(client)
+    )
     assert response.status_code == 202
     assert response.json()["status"] == "pendente"
     await drain(settings)
@@ -136,7 +138,9 @@ async def test_resend_is_refused_with_409_unless_falhou_or_incerto(
     created = await post_invite(client, "ok@exemplo.com")
     await drain(settings)
 
-    response = await client.post(f"/convites/{created['id']}/reenviar", headers=JSON)
+    response = await client.post(
+        f"/convites/{created['id']}/reenviar", headers=await api_headers(client)
+    )
 
     assert response.status_code == 409
     assert "enviado" in response.json()["erro"]
@@ -152,8 +156,8 @@ async def test_a_double_click_on_resend_starts_one_attempt(
     import asyncio
 
     first, second = await asyncio.gather(
-        client.post(f"/convites/{created['id']}/reenviar", headers=JSON),
-        client.post(f"/convites/{created['id']}/reenviar", headers=JSON),
+        client.post(f"/convites/{created['id']}/reenviar", headers=await api_headers(client)),
+        client.post(f"/convites/{created['id']}/reenviar", headers=await api_headers(client)),
     )
 
     assert sorted([first.status_code, second.status_code]) == [202, 409]

@@ -206,3 +206,31 @@ async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
     while await redis.pubsub_numpat() < 1:
         assert time.monotonic() < deadline, "the hub did not subscribe again"
         await asyncio.sleep(0.1)
+
+
+async def test_a_sender_cannot_open_more_streams_than_the_cap(
+    settings: Settings, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = process_env(settings, STREAMS_PER_SENDER="2")
+    with AppProcess.web(env, tmp_path / "web.log", port):
+        wait_for_port(port)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            await client.get("/")  # the session cookie: one sender
+            async with contextlib.AsyncExitStack() as open_streams:
+                for _ in range(2):
+                    response = await open_streams.enter_async_context(
+                        client.stream("GET", "/convites/eventos")
+                    )
+                    assert response.status_code == 200
+                refused = await client.get(
+                    "/convites/eventos", headers={"Accept": "application/json"}
+                )
+            assert refused.status_code == 429
+            assert int(refused.headers["retry-after"]) > 0
+            assert "abas" in refused.json()["erro"]
+
+            # Closed streams give their slots back.
+            await asyncio.sleep(0.5)
+            async with client.stream("GET", "/convites/eventos") as again:
+                assert again.status_code == 200

@@ -14,7 +14,7 @@ from app.db import Database
 from app.heartbeat import beat
 from app.status import Status
 from tests.conftest import drain, running_app
-from tests.helpers import JSON, invite, post_invite, statuses
+from tests.helpers import JSON, invite, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 TOKEN = "token-de-operacao-bem-comprido"
@@ -41,7 +41,9 @@ async def test_without_credentials_the_page_asks_for_the_token_with_401(
     assert page.status_code == 401
     assert 'name="token"' in page.text and "Workers" not in page.text
     assert (await ops.get("/operacao/eventos")).status_code == 401
-    refused = await ops.post("/operacao/tentar-de-novo", data={"motivo": "x"})
+    refused = await ops.post(
+        "/operacao/tentar-de-novo", data={"motivo": "x", "csrf_token": page_token(page.text)}
+    )
     assert refused.status_code == 401
 
 
@@ -49,7 +51,8 @@ async def test_a_wrong_token_is_refused_with_403(ops: httpx.AsyncClient) -> None
     wrong = await ops.get("/operacao", headers={"Authorization": "Bearer errado"})
     assert wrong.status_code == 403
     assert wrong.headers["www-authenticate"].startswith("Bearer")
-    form = await ops.post("/operacao/entrar", data={"token": "errado"})
+    login_form = page_token((await ops.get("/operacao")).text)
+    form = await ops.post("/operacao/entrar", data={"token": "errado", "csrf_token": login_form})
     assert form.status_code == 403 and "incorreto" in form.text
     assert "convites_operacao" not in ops.cookies
     ops.cookies.set("convites_operacao", "forjado.abc.def", path="/operacao")
@@ -68,14 +71,16 @@ async def test_the_bearer_token_opens_the_page(ops: httpx.AsyncClient, redis: Re
 
 
 async def test_the_login_form_sets_a_cookie_that_opens_the_page(ops: httpx.AsyncClient) -> None:
-    login = await ops.post("/operacao/entrar", data={"token": TOKEN})
+    login_form = page_token((await ops.get("/operacao")).text)
+    login = await ops.post("/operacao/entrar", data={"token": TOKEN, "csrf_token": login_form})
     assert login.status_code == 303
     cookie = login.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/operacao" in cookie
 
-    assert (await ops.get("/operacao")).status_code == 200
+    panel = await ops.get("/operacao")
+    assert panel.status_code == 200
 
-    await ops.post("/operacao/sair")
+    await ops.post("/operacao/sair", data={"csrf_token": page_token(panel.text)})
     assert (await ops.get("/operacao")).status_code == 401
 
 

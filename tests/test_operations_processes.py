@@ -14,6 +14,7 @@ import pytest
 
 from app.config import Settings
 from tests.conftest import process_env
+from tests.helpers import sync_api_headers
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 
 TOKEN = "token-de-operacao-bem-comprido"
@@ -63,11 +64,12 @@ def test_one_correlation_id_follows_an_invite_through_web_worker_and_email(
 ) -> None:
     web_process, base = web
     with running_worker(env, tmp_path / "worker.log") as worker:
-        response = httpx.post(
-            f"{base}/convites",
-            json={"email": "ana@exemplo.com"},
-            headers={"X-Request-ID": "qa-trace-0001", "Accept": "application/json"},
-        )
+        with httpx.Client(base_url=base) as http:
+            response = http.post(
+                "/convites",
+                json={"email": "ana@exemplo.com"},
+                headers={**sync_api_headers(http), "X-Request-ID": "qa-trace-0001"},
+            )
         assert response.status_code == 202
         assert response.headers["x-request-id"] == "qa-trace-0001"
         [message] = eventually(lambda: smtp.received)
@@ -96,11 +98,8 @@ def test_a_stopped_worker_turns_saude_503_and_raises_the_alarm_until_it_is_back(
         assert httpx.get(f"{base}/saude").status_code == 200
         worker.stop()
 
-    httpx.post(
-        f"{base}/convites",
-        json={"email": "bia@exemplo.com"},
-        headers={"Accept": "application/json"},
-    )
+    with httpx.Client(base_url=base) as http:
+        http.post("/convites", json={"email": "bia@exemplo.com"}, headers=sync_api_headers(http))
     down = eventually(lambda: (r := httpx.get(f"{base}/saude")).status_code == 503 and r)
     assert [p["codigo"] for p in down.json()["problemas"]] == ["no_live_worker"]
     [raised] = eventually(lambda: alarm(web_process, "no_live_worker", "raised"))

@@ -11,7 +11,7 @@ import httpx
 
 from app import invites as transitions
 from app.db import Database
-from tests.helpers import post_invite
+from tests.helpers import csrf_token, post_invite
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -62,7 +62,11 @@ async def test_the_page_resumes_its_stream_from_the_newest_event_it_shows(
 async def test_an_htmx_validation_error_replaces_the_form_with_its_messages(
     client: httpx.AsyncClient,
 ) -> None:
-    response = await client.post("/convites", data={"email": "nao-e-email"}, headers=HTMX)
+    response = await client.post(
+        "/convites",
+        data={"email": "nao-e-email"},
+        headers={**HTMX, "X-CSRF-Token": await csrf_token(client)},
+    )
 
     assert response.status_code == 422
     assert response.headers["HX-Retarget"] == "#form-convite"
@@ -71,7 +75,11 @@ async def test_an_htmx_validation_error_replaces_the_form_with_its_messages(
 
 
 async def test_an_htmx_send_answers_the_row_and_a_clean_form(client: httpx.AsyncClient) -> None:
-    response = await client.post("/convites", data={"email": "bia@exemplo.com"}, headers=HTMX)
+    response = await client.post(
+        "/convites",
+        data={"email": "bia@exemplo.com"},
+        headers={**HTMX, "X-CSRF-Token": await csrf_token(client)},
+    )
 
     assert response.status_code == 202
     assert 'data-anuncio="Recebemos, enviando… (convite para bia@exemplo.com)"' in response.text

@@ -25,6 +25,11 @@ def sender_id(request: Request) -> str:
     return value
 
 
+def client_address(request: Request) -> str:
+    """The client's IP (the proxy's view of it only when TRUST_PROXY_HEADERS is on)."""
+    return request.client.host if request.client else "desconhecido"
+
+
 def wants_json(request: Request) -> bool:
     """JSON for API clients: an Accept that prefers JSON, or a JSON request body."""
     accept = request.headers.get("accept", "")
@@ -74,3 +79,10 @@ def error_response(request: Request, status_code: int, message: str, **extra: An
         {"message": message, "status_code": status_code},
         status_code=status_code,
     )
+
+
+def too_many_requests(request: Request, message: str, retry_after: int) -> Response:
+    """429 with ``Retry-After`` (seconds) and a pt-BR ``message``."""
+    response = error_response(request, 429, message)
+    response.headers["Retry-After"] = str(retry_after)
+    return response

@@ -10,6 +10,7 @@ starts without a cursor first sends the current state of the sender's visible ro
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +26,8 @@ from app.config import Settings
 from app.db import Database
 from app.invites import Event, Invite
 from app.live import Hub, Wakeup, sending_paused
-from app.web.common import db_of, sender_id, settings_of, templates_of
+from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
+from app.web.common import db_of, sender_id, settings_of, templates_of, too_many_requests
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,9 @@ RECONNECT_MILLISECONDS = 1000
 # read again on the next pass, and those already sent are skipped. SQLite has one writer at a
 # time, so its ids are final at once.
 SETTLE_SECONDS = 2.0
+# A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
+SLOT_REFRESH_SECONDS = 600
+TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
 
 
 def cursor_from(request: Request) -> int | None:
@@ -72,6 +77,8 @@ class Stream:
         self.sender = sender_id(request)
         self.cursor = cursor
         self.sent_above_cursor: set[int] = set()
+        self.slot: StreamSlot | None = None
+        self.slot_refreshed = time.monotonic()
         self.paused: bool | None = None
         # Set by sse-starlette when the server shuts down: the loop ends and the response
         # completes, instead of being cancelled mid-stream.
@@ -149,18 +156,36 @@ class Stream:
             notice = await self.notice()
             if notice is not None:
                 yield notice
+            await self.keep_slot()
             await self.rest(wakeup)
+
+    async def keep_slot(self) -> None:
+        """Tell the per-sender stream cap that this stream is still open."""
+        now = time.monotonic()
+        if self.slot is not None and now - self.slot_refreshed > SLOT_REFRESH_SECONDS:
+            await self.slot.refresh()
+            self.slot_refreshed = now
 
 
 async def stream(request: Request) -> Response:
     """GET /convites/eventos: this sender's changes as server-sent events."""
     live = Stream(request, cursor_from(request))
+    try:
+        slot = await open_stream_slot(live.redis, live.sender, live.settings.streams_per_sender)
+    except TooManyStreams as exc:
+        return too_many_requests(request, TOO_MANY_STREAMS, exc.retry_after)
+    live.slot = slot
 
     async def generate() -> AsyncIterator[ServerSentEvent]:
         # Counted inside the generator: exactly while the stream is open (see app.metrics).
-        with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
-            async for event in live.events(wakeup):
-                yield event
+        try:
+            with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
+                async for event in live.events(wakeup):
+                    yield event
+        finally:
+            # anyio cancels every await inside a cancelled scope: shield the release.
+            with anyio.CancelScope(shield=True):
+                await slot.release()
 
     return EventSourceResponse(
         generate(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -12,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import invites as transitions
+from app import ratelimit
 from app.invites import Change, Invite
 from app.live import Announcer, sending_paused
 from app.logs import correlation_id
@@ -19,14 +21,17 @@ from app.queue import EnqueueError, Publisher
 from app.status import RESENDABLE
 from app.validation import InvalidInvite, parse_invite
 from app.web.common import (
+    client_address,
     db_of,
     error_response,
     is_htmx,
     render,
     sender_id,
     settings_of,
+    too_many_requests,
     wants_json,
 )
+from app.web.csrf import csrf_token
 from app.web.present import event_json, invite_json
 
 log = logging.getLogger(__name__)
@@ -42,7 +47,7 @@ async def _read_body(request: Request) -> dict[str, Any]:
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
             data = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             raise BadBody("O corpo da requisição não é um JSON válido.") from None
         if not isinstance(data, dict):
             raise BadBody('Envie um objeto JSON, por exemplo {"email": "ana@exemplo.com"}.')
@@ -97,6 +102,35 @@ def _row_context(request: Request, invite: Invite, event_id: int) -> dict[str, A
     }
 
 
+_LIMIT_MESSAGES = {
+    "sender_minute": "Você enviou muitos convites em pouco tempo. Tente de novo em {wait}.",
+    "address_minute": "Muitos convites saindo da sua rede agora. Tente de novo em {wait}.",
+    "sender_day": "Você chegou ao limite de {limit} convites por dia. Tente de novo em {wait}.",
+}
+
+
+def _wait_text(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} segundos"
+    if seconds < 2 * 3600:
+        return f"{-(-seconds // 60)} minutos"
+    return f"{-(-seconds // 3600)} horas"
+
+
+async def _over_limit(request: Request) -> Response | None:
+    """429 when this send would pass a rate limit (nothing is counted or written then)."""
+    limits = ratelimit.send_limits(
+        settings_of(request), sender_id(request), client_address(request)
+    )
+    refusal = await ratelimit.take(request.state.redis, limits)
+    if refusal is None:
+        return None
+    message = _LIMIT_MESSAGES[refusal.limit.kind].format(
+        wait=_wait_text(refusal.retry_after), limit=refusal.limit.limit
+    )
+    return too_many_requests(request, message, refusal.retry_after)
+
+
 async def create(request: Request) -> Response:
     """POST /convites: validate, write the row + event + outbox, enqueue, answer 202."""
     try:
@@ -107,6 +141,9 @@ async def create(request: Request) -> Response:
         invite_request = parse_invite(data)
     except InvalidInvite as exc:
         return await _invalid(request, data, exc.errors)
+    refused = await _over_limit(request)
+    if refused is not None:
+        return refused
     change = await transitions.create_invite(
         db_of(request),
         sender_id=sender_id(request),
@@ -169,8 +206,9 @@ async def index(request: Request) -> Response:
 
 
 def _before(request: Request) -> int | None:
-    raw = request.query_params.get("antes")
-    return int(raw) if raw and raw.isdigit() else None
+    raw = request.query_params.get("antes", "")
+    # ASCII digits only, and small enough for any database's integer.
+    return int(raw) if re.fullmatch(r"[0-9]{1,18}", raw) else None
 
 
 async def list_mine(request: Request) -> Response:
@@ -187,6 +225,8 @@ async def list_mine(request: Request) -> Response:
             {
                 "convites": [invite_json(row, now, settings.slow_after_seconds) for row in rows],
                 "proxima_pagina": f"/convites?antes={next_before}" if next_before else None,
+                # JSON clients send this back in X-CSRF-Token on every POST.
+                "csrf_token": csrf_token(request),
             }
         )
     return render(request, "list.html", await _list_context(request, before))
@@ -230,6 +270,9 @@ async def resend(request: Request) -> Response:
     invite = await _mine_or_404(request)
     if isinstance(invite, Response):
         return invite
+    refused = await _over_limit(request)
+    if refused is not None:
+        return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
     if change is None:
         allowed = " ou ".join(status.value for status in RESENDABLE)

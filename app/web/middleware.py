@@ -33,6 +33,7 @@ class CorrelationIdMiddleware:
                 incoming = value.decode("latin-1")
         request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         token = correlation_id.set(request_id)
+        scope["correlation_id"] = request_id  # for the 500 handler, which runs outside us
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -180,7 +180,8 @@ async def stream(request: Request) -> Response:
         with sse.track():
             last = ""
             while True:
-                html = template.render(await _panel(request))
+                # With the request, so the panel's forms carry the CSRF token.
+                html = template.render({**await _panel(request), "request": request})
                 if html != last:
                     yield {"event": "painel", "data": html}
                     last = html

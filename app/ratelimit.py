@@ -1,0 +1,206 @@
+"""Abuse limits kept in Redis, so every web process counts against the same numbers.
+
+Sending (new invites and re-sends) is counted per sender and per client address each minute,
+and per sender each day. Each counter is a fixed window that starts with its first hit and
+expires by itself (``EXPIRE``); the check-and-count is one Lua script, so a refused request
+counts nowhere and two processes can never both take the last unit.
+
+Open SSE streams per sender are capped with a sorted set of slot ids scored by their last
+refresh; slots of a crashed process drop out after ``STREAM_SLOT_SECONDS``.
+
+If Redis does not answer, limits fail open: the refusal would only protect Redis-backed
+resources, and invites are still accepted into the outbox (the DB is the truth). Each such
+pass is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from app.config import Settings
+
+log = logging.getLogger(__name__)
+
+PREFIX = "convites:limite"
+MINUTE = 60
+DAY = 24 * 3600
+#: A stream slot not refreshed for this long is taken to belong to a dead process.
+STREAM_SLOT_SECONDS = 3600
+#: What a refused stream is told to wait: some other tab of the sender has to close first.
+STREAM_RETRY_SECONDS = 30
+
+# KEYS: the counters; ARGV: limit and window seconds for each key, in order.
+# Returns 0 when every counter had room (and all were counted), else the 1-based index of the
+# first full counter and how many seconds remain in its window.
+_TAKE = """
+for i, key in ipairs(KEYS) do
+  local limit = tonumber(ARGV[2 * i - 1])
+  if tonumber(redis.call('GET', key) or '0') >= limit then
+    local ttl = redis.call('TTL', key)
+    if ttl < 1 then ttl = tonumber(ARGV[2 * i]) end
+    return {i, ttl}
+  end
+end
+for i, key in ipairs(KEYS) do
+  if redis.call('INCR', key) == 1 then redis.call('EXPIRE', key, tonumber(ARGV[2 * i])) end
+end
+return {0, 0}
+"""
+
+# KEYS[1]: the sender's slots; ARGV: now, stale-before, limit, member, ttl.
+_OPEN_SLOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most ``limit`` hits per ``window_seconds`` on ``key``; ``kind`` names it for people."""
+
+    kind: str
+    key: str
+    limit: int
+    window_seconds: int
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Which limit is full and how many seconds until its window ends."""
+
+    limit: Limit
+    retry_after: int
+
+
+def send_limits(settings: Settings, sender_id: str, address: str) -> list[Limit]:
+    """The limits one send (new invite or re-send) counts against."""
+    return [
+        Limit(
+            "sender_minute",
+            f"{PREFIX}:envio:remetente:{sender_id}:minuto",
+            settings.sends_per_sender_per_minute,
+            MINUTE,
+        ),
+        Limit(
+            "address_minute",
+            f"{PREFIX}:envio:endereco:{address}:minuto",
+            settings.sends_per_address_per_minute,
+            MINUTE,
+        ),
+        Limit(
+            "sender_day",
+            f"{PREFIX}:envio:remetente:{sender_id}:dia",
+            settings.sends_per_sender_per_day,
+            DAY,
+        ),
+    ]
+
+
+async def take(redis: Redis, limits: list[Limit]) -> Refusal | None:
+    """Count one hit on every limit, or on none if any is full (then say which)."""
+    args: list[str] = []
+    for limit in limits:
+        args += [str(limit.limit), str(limit.window_seconds)]
+    try:
+        index, ttl = await cast(
+            Awaitable[list[int]],
+            redis.eval(_TAKE, len(limits), *(limit.key for limit in limits), *args),
+        )
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; request allowed", extra={"error": str(exc)})
+        return None
+    if index == 0:
+        return None
+    refused = limits[int(index) - 1]
+    log.info("rate limit reached", extra={"limit": refused.kind})
+    return Refusal(refused, max(1, int(ttl)))
+
+
+class TooManyStreams(Exception):
+    """The sender already has as many open live streams as allowed."""
+
+    def __init__(self, retry_after: int = STREAM_RETRY_SECONDS) -> None:
+        super().__init__("too many open streams")
+        self.retry_after = retry_after
+
+
+def _streams_key(sender_id: str) -> str:
+    return f"{PREFIX}:streams:{sender_id}"
+
+
+class StreamSlot:
+    """One open SSE stream of a sender; ``release`` it when the stream ends."""
+
+    def __init__(self, redis: Redis, sender_id: str, member: str | None) -> None:
+        self.redis = redis
+        self.key = _streams_key(sender_id)
+        self.member = member  # None: Redis was down when it opened, nothing to release
+
+    async def refresh(self) -> None:
+        """Mark the slot alive (call it on the stream's keep-alive, well within an hour)."""
+        if self.member is None:
+            return
+        try:
+            await self.redis.zadd(self.key, {self.member: time.time()}, xx=True)
+            await self.redis.expire(self.key, STREAM_SLOT_SECONDS)
+        except (RedisError, OSError) as exc:
+            log.warning("could not refresh a stream slot", extra={"error": str(exc)})
+
+    async def release(self) -> None:
+        if self.member is None:
+            return
+        try:
+            await self.redis.zrem(self.key, self.member)
+        except (RedisError, OSError) as exc:
+            # It drops out by itself after STREAM_SLOT_SECONDS.
+            log.warning("could not release a stream slot", extra={"error": str(exc)})
+        self.member = None
+
+
+async def open_stream_slot(redis: Redis, sender_id: str, limit: int) -> StreamSlot:
+    """Take one of ``limit`` stream slots of the sender, or raise ``TooManyStreams``."""
+    member = uuid.uuid4().hex
+    now = time.time()
+    try:
+        opened = await cast(
+            Awaitable[int],
+            redis.eval(
+                _OPEN_SLOT,
+                1,
+                _streams_key(sender_id),
+                str(now),
+                str(now - STREAM_SLOT_SECONDS),
+                str(limit),
+                member,
+                str(STREAM_SLOT_SECONDS),
+            ),
+        )
+    except (RedisError, OSError) as exc:
+        log.warning("stream limiter unavailable; stream allowed", extra={"error": str(exc)})
+        return StreamSlot(redis, sender_id, None)
+    if not opened:
+        log.info("stream limit reached", extra={"limit": limit})
+        raise TooManyStreams()
+    return StreamSlot(redis, sender_id, member)
+
+
+@asynccontextmanager
+async def stream_slot(redis: Redis, sender_id: str, limit: int = 10) -> AsyncIterator[StreamSlot]:
+    """``async with stream_slot(redis, sender):`` holds one slot for the body's duration."""
+    slot = await open_stream_slot(redis, sender_id, limit)
+    try:
+        yield slot
+    finally:
+        await slot.release()

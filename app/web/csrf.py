@@ -1,0 +1,151 @@
+"""CSRF: every state-changing request carries a token only this sender's pages can know.
+
+The token is an HMAC of the sender id (from the signed session cookie) with ``SECRET_KEY``, so
+it needs no storage and lives as long as the session. Pages put it in a hidden ``csrf_token``
+form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token`` (set with
+``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /convites`` and send
+the same header. A POST/PUT/PATCH/DELETE without a valid token gets 403 before any endpoint runs.
+Requests authenticated by an ``Authorization: Bearer`` header are not checked: browsers never
+send one on their own, so they cannot be forged from another site.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+from typing import Any
+
+from jinja2 import pass_context
+from markupsafe import Markup
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.web.common import SENDER_KEY, error_response, sender_id, settings_of
+
+log = logging.getLogger(__name__)
+
+HEADER = "x-csrf-token"
+FIELD = "csrf_token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+REFUSED = (
+    "Não foi possível confirmar que este pedido veio desta página. Recarregue e tente de novo."
+)
+
+
+def token_for(secret_key: str, sender: str) -> str:
+    """The CSRF token of ``sender``: stable for the session, unguessable without the key."""
+    digest = hmac.new(secret_key.encode(), b"csrf:" + sender.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def csrf_token(request: Request) -> str:
+    """The token for this request's sender ("" where there is no session, e.g. a 413 page)."""
+    if "session" not in request.scope:
+        return ""
+    return token_for(settings_of(request).secret_key, sender_id(request))
+
+
+@pass_context
+def csrf_token_global(context: Any, request: Request | None = None) -> str:
+    """Jinja: ``{{ csrf_token() }}`` or ``{{ csrf_token(request) }}`` ("" without a request)."""
+    request = request or context.get("request")
+    return csrf_token(request) if request is not None else ""
+
+
+@pass_context
+def csrf_field(context: Any) -> Markup:
+    """Jinja: ``{{ csrf_field() }}`` inside every ``<form method="post">``.
+
+    A fragment rendered without a request (an SSE row) gets no field: it only exists on a page
+    running htmx, which sends the token from ``<body hx-headers>`` with every request.
+    """
+    token = csrf_token_global(context)
+    if not token:
+        return Markup("")
+    return Markup('<input type="hidden" name="{}" value="{}">').format(FIELD, token)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the already-read body to the app, then the real stream."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _form_token(scope: Scope, body: bytes, receive: Receive) -> str | None:
+    request = Request(scope, _replay(body, receive))
+    try:
+        async with request.form() as form:
+            value = form.get(FIELD)
+    except HTTPException:  # a malformed multipart body: it carries no token we can trust
+        return None
+    return value if isinstance(value, str) else None
+
+
+class CsrfMiddleware:
+    """Pure ASGI, inside the session middleware: refuse unsafe methods without a valid token.
+
+    Safe methods pass through untouched (so SSE streams are never buffered). A form body is
+    read here (the body-size limit outside bounds it) and replayed to the endpoint.
+    """
+
+    def __init__(self, app: ASGIApp, secret_key: str) -> None:
+        self.app = app
+        self.secret_key = secret_key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if headers.get("authorization", "")[:7].lower() == "bearer ":
+            # A bearer token is never attached by a browser on its own (unlike cookies or
+            # Basic credentials), so such a request cannot be forged cross-site; the endpoint
+            # checks the token itself (e.g. /operacao with OPS_TOKEN).
+            await self.app(scope, receive, send)
+            return
+        given = headers.get(HEADER)
+        if given is None and headers.get("content-type", "").startswith(_FORM_TYPES):
+            try:
+                body = await _read_body(receive)
+            except ClientDisconnect:
+                return
+            given = await _form_token(scope, body, receive)
+            receive = _replay(body, receive)
+        if not self._valid(scope, given):
+            log.warning(
+                "request refused: missing or invalid CSRF token",
+                extra={"method": scope["method"], "path": scope["path"]},
+            )
+            await error_response(Request(scope), 403, REFUSED)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _valid(self, scope: Scope, given: str | None) -> bool:
+        sender = scope.get("session", {}).get(SENDER_KEY)
+        if not given or not isinstance(sender, str) or not sender:
+            return False
+        return hmac.compare_digest(given.encode(), token_for(self.secret_key, sender).encode())

@@ -1,0 +1,69 @@
+"""Request bodies over ``MAX_BODY_BYTES`` get 413 before anyone parses them (pure ASGI)."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.web.common import error_response
+
+log = logging.getLogger(__name__)
+
+TOO_LARGE = "O pedido é grande demais."
+
+
+class BodyTooLarge(Exception):
+    """Raised from ``receive`` once the body passes the limit; turned into a 413 here."""
+
+
+class BodyLimitMiddleware:
+    """Refuse a declared ``Content-Length`` over the limit at once; count streamed bytes too.
+
+    A chunked body has no length to check up front, so ``receive`` counts and raises
+    ``BodyTooLarge`` as soon as the total passes the limit; whoever was reading (a form parser,
+    the CSRF check) stops there, and the answer is a 413 — nothing was written.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._refuse(scope, receive, send, declared)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge()
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(scope, receive, send, f">{self.max_bytes}")
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
+        log.warning("request body too large", extra={"path": scope["path"], "content_length": size})
+        response = error_response(Request(scope), 413, TOO_LARGE)
+        await response(scope, receive, send)

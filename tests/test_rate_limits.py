@@ -1,0 +1,206 @@
+"""Rate limits in Redis: per sender, per address, per day; SSE streams capped per sender."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.db import Database
+from app.ratelimit import (
+    STREAM_SLOT_SECONDS,
+    TooManyStreams,
+    open_stream_slot,
+    stream_slot,
+)
+from app.status import Status
+from tests.conftest import drain
+from tests.helpers import api_headers, client_for, invite, invite_count, page_token
+from tests.services import ScriptedSmtp, free_port
+
+
+async def send(client: httpx.AsyncClient, email: str, **headers: str) -> httpx.Response:
+    return await client.post(
+        "/convites", json={"email": email}, headers={**await api_headers(client), **headers}
+    )
+
+
+async def test_a_sender_over_the_per_minute_limit_gets_429_and_nothing_is_written(
+    settings: Settings, db: Database
+) -> None:
+    async with client_for(replace(settings, sends_per_sender_per_minute=2)) as browser:
+        codes = [(await send(browser, f"p{i}@exemplo.com")).status_code for i in range(3)]
+        refused = await send(browser, "p9@exemplo.com")
+
+    assert codes == [202, 202, 429]
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert "muitos convites em pouco tempo" in refused.json()["erro"]
+    assert await invite_count(db) == 2
+
+
+async def test_a_form_post_over_the_limit_gets_a_pt_br_page_with_retry_after(
+    settings: Settings, db: Database
+) -> None:
+    async with client_for(replace(settings, sends_per_sender_per_minute=1)) as browser:
+        token = page_token((await browser.get("/")).text)
+        for _ in range(2):
+            response = await browser.post(
+                "/convites", data={"email": "f@exemplo.com", "csrf_token": token}
+            )
+
+    assert response.status_code == 429
+    assert "text/html" in response.headers["content-type"]
+    assert "Tente de novo em" in response.text and response.headers["retry-after"]
+    assert await invite_count(db) == 1
+
+
+async def test_the_limit_is_shared_by_every_web_process(settings: Settings, db: Database) -> None:
+    limited = replace(settings, sends_per_sender_per_minute=2)
+    async with client_for(limited) as first, client_for(limited) as second:
+        assert (await send(first, "a@exemplo.com")).status_code == 202
+        assert (await send(first, "b@exemplo.com")).status_code == 202
+        second.cookies = first.cookies  # the same browser, routed to another process
+
+        assert (await send(second, "c@exemplo.com")).status_code == 429
+    assert await invite_count(db) == 2
+
+
+async def test_many_senders_behind_one_address_share_the_address_limit(
+    settings: Settings, db: Database
+) -> None:
+    limited = replace(settings, sends_per_address_per_minute=3)
+    codes = []
+    for _ in range(4):
+        async with client_for(limited) as browser:  # a new sender each time, same address
+            codes.append((await send(browser, "x@exemplo.com")).status_code)
+
+    assert codes == [202, 202, 202, 429]
+    assert await invite_count(db) == 3
+
+
+async def test_a_spoofed_forwarded_for_does_not_escape_the_address_limit(
+    settings: Settings,
+) -> None:
+    limited = replace(settings, sends_per_address_per_minute=1)
+    codes = []
+    for i in range(2):
+        async with client_for(limited) as browser:
+            response = await send(browser, "x@exemplo.com", **{"X-Forwarded-For": f"10.0.0.{i}"})
+            codes.append(response.status_code)
+    assert codes == [202, 429]
+
+
+async def test_behind_a_trusted_proxy_the_forwarded_address_is_the_one_limited(
+    settings: Settings,
+) -> None:
+    limited = replace(settings, sends_per_address_per_minute=1, trust_proxy_headers=True)
+    codes = []
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1"):
+        async with client_for(limited) as browser:
+            forwarded = f"203.0.113.9, {address}"  # the client may prepend anything
+            response = await send(browser, "x@exemplo.com", **{"X-Forwarded-For": forwarded})
+            codes.append(response.status_code)
+    assert codes == [202, 202, 429]
+
+
+async def test_the_daily_cap_per_sender_refuses_until_its_window_ends(
+    settings: Settings, db: Database
+) -> None:
+    async with client_for(replace(settings, sends_per_sender_per_day=2)) as browser:
+        for i in range(2):
+            assert (await send(browser, f"d{i}@exemplo.com")).status_code == 202
+        refused = await send(browser, "d9@exemplo.com")
+
+    assert refused.status_code == 429
+    assert 3600 < int(refused.headers["retry-after"]) <= 24 * 3600
+    assert "limite de 2 convites por dia" in refused.json()["erro"]
+    assert await invite_count(db) == 2
+
+
+async def test_a_refused_request_does_not_use_up_the_daily_cap(settings: Settings) -> None:
+    limited = replace(settings, sends_per_sender_per_minute=1, sends_per_sender_per_day=2)
+    async with client_for(limited) as browser:
+        assert (await send(browser, "a@exemplo.com")).status_code == 202
+        for _ in range(3):
+            assert (await send(browser, "b@exemplo.com")).status_code == 429
+        cookies = browser.cookies
+    # A minute later only the per-minute window has ended; the day still has room for one.
+    async with client_for(replace(limited, sends_per_sender_per_minute=5)) as later:
+        later.cookies = cookies
+        assert (await send(later, "c@exemplo.com")).status_code == 202
+
+
+async def test_resending_counts_against_the_limit(
+    settings: Settings, db: Database, smtp: ScriptedSmtp
+) -> None:
+    smtp.always("550 5.1.1 No such user")
+    async with client_for(replace(settings, sends_per_sender_per_minute=1)) as browser:
+        created = (await send(browser, "r@exemplo.com")).json()
+        await drain(settings)
+        refused = await browser.post(
+            f"/convites/{created['id']}/reenviar", headers=await api_headers(browser)
+        )
+
+    assert refused.status_code == 429 and refused.headers["retry-after"]
+    assert (await invite(db, created["id"])).status == Status.FALHOU
+
+
+async def test_with_redis_down_invites_are_still_accepted_and_the_pass_is_logged(
+    settings: Settings, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    no_redis = replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    async with client_for(no_redis) as browser:
+        response = await browser.post(
+            "/convites", json={"email": "sem-redis@exemplo.com"}, headers=await api_headers(browser)
+        )
+
+    assert response.status_code == 202
+    assert (await invite(db, response.json()["id"])).status == Status.PENDENTE
+    assert "rate limiter unavailable; request allowed" in caplog.text
+
+
+async def test_a_sender_can_hold_only_so_many_open_streams(redis: Redis) -> None:
+    first = await open_stream_slot(redis, "s1", limit=2)
+    await open_stream_slot(redis, "s1", limit=2)
+
+    with pytest.raises(TooManyStreams) as refused:
+        await open_stream_slot(redis, "s1", limit=2)
+    assert refused.value.retry_after > 0
+    await open_stream_slot(redis, "s2", limit=2)  # another sender is not affected
+
+    await first.release()
+    await open_stream_slot(redis, "s1", limit=2)
+
+
+async def test_a_stream_slot_is_released_when_the_stream_ends(redis: Redis) -> None:
+    for _ in range(3):
+        async with stream_slot(redis, "s1", limit=1):
+            with pytest.raises(TooManyStreams):
+                await open_stream_slot(redis, "s1", limit=1)
+
+
+async def test_slots_of_a_dead_process_drop_out_but_refreshed_ones_stay(redis: Redis) -> None:
+    kept = await open_stream_slot(redis, "s1", limit=2)
+    # A process that died an hour ago never released its slot.
+    await redis.zadd("convites:limite:streams:s1", {"dead": time.time() - STREAM_SLOT_SECONDS - 1})
+    await kept.refresh()
+
+    await open_stream_slot(redis, "s1", limit=2)
+    with pytest.raises(TooManyStreams):
+        await open_stream_slot(redis, "s1", limit=2)
+
+
+async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixture) -> None:
+    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
+    try:
+        with caplog.at_level(logging.WARNING):
+            async with stream_slot(down, "s1", limit=1) as slot:
+                await slot.refresh()
+    finally:
+        await down.aclose()
+    assert "stream limiter unavailable" in caplog.text
