@@ -234,3 +234,26 @@ async def test_a_sender_cannot_open_more_streams_than_the_cap(
             await asyncio.sleep(0.5)
             async with client.stream("GET", "/convites/eventos") as again:
                 assert again.status_code == 200
+
+
+async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_another(
+    web: str, settings: Settings, tmp_path: Path
+) -> None:
+    port = free_port()
+    with AppProcess.web(process_env(settings), tmp_path / "web-b.log", port):
+        wait_for_port(port)
+        async with httpx.AsyncClient(base_url=web, timeout=10) as on_a:
+            await on_a.get("/")  # one browser, one session cookie, valid on both processes
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", cookies=on_a.cookies, timeout=10
+            ) as on_b:
+                listening = asyncio.create_task(
+                    collect(on_a, until=5, seconds=20, stop_at="enviado")
+                )
+                await asyncio.sleep(0.5)
+                created = await post_invite(on_b, "outra-aba@exemplo.com")
+                await drain(settings)
+                events = await listening
+
+    assert all(created["id"] in event.data for event in events)
+    assert statuses(events)[0] == "pendente" and statuses(events)[-1] == "enviado"
