@@ -67,6 +67,12 @@ class Stack:
                 "SECRET_KEY": "bench-secret-key-long-enough-0123456789",
                 "CONVITES_VAR_DIR": str(self.folder / name),
                 "SLOW_AFTER_SECONDS": "30",
+                # A benchmark is one sender at machine speed: lift the abuse limits (they are
+                # measured by tests/test_rate_limits.py, not here).
+                "SENDS_PER_SENDER_PER_MINUTE": "100000000",
+                "SENDS_PER_ADDRESS_PER_MINUTE": "100000000",
+                "SENDS_PER_SENDER_PER_DAY": "100000000",
+                "STREAMS_PER_SENDER": "100000",
             }
         )
         return env
