@@ -7,7 +7,6 @@ or the web gets them back running for the next one (``stack`` fixture).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,20 +21,19 @@ from app.migrate import upgrade
 
 # The same real Redis and SMTP servers (and `smtp`, reset per test) as the fast tests.
 from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+from tests.services import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppProcess,
+    RedisServer,
+    ScriptedSmtp,
+    free_port,
+    wait_for_port,
+)
 
 __all__ = ["redis_server", "smtp", "smtp_server"]
 
 SLOW_AFTER_SECONDS = 3
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # What the security work will send as a header; here it proves the pages need no inline code.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "

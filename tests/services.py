@@ -22,8 +22,9 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-#: Debian's Chromium, and the flags it needs here (no sandbox, no background network).
-CHROMIUM = "/usr/bin/chromium"
+#: Debian's Chromium (or CHROMIUM_PATH), and the flags it needs here (no sandbox, no background
+#: network).
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
