@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
-from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -72,6 +70,20 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
     return templates
 
 
+SHUTDOWN_STEP_SECONDS = 5.0
+
+
+async def _bounded(step: Awaitable[Any], what: str) -> None:
+    """Await one shutdown step for at most ``SHUTDOWN_STEP_SECONDS``; log, never raise."""
+    try:
+        await asyncio.wait_for(step, SHUTDOWN_STEP_SECONDS)
+    except asyncio.CancelledError:
+        if what != "alarm monitor":  # the monitor is cancelled on purpose
+            raise
+    except Exception as exc:  # shutdown goes on whatever one part did
+        log.warning("shutdown step failed", extra={"step": what, "error": repr(exc)})
+
+
 def _lifespan(settings: Settings, static: StaticAssets) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -98,16 +110,16 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "hub": hub,
             }
         finally:
-            await hub.close()
-            await publisher.close()
-            await announcer.close()
+            # Every step is bounded: a store that stopped answering must not hold the server
+            # (or a test) in its shutdown for ever.
             monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await monitor
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                await asyncio.wait_for(sse.forget(redis), 1)
-            await redis.aclose()
-            await db.dispose()
+            await _bounded(hub.close(), "live hub")
+            await _bounded(publisher.close(), "publisher")
+            await _bounded(announcer.close(), "announcer")
+            await _bounded(monitor, "alarm monitor")
+            await _bounded(sse.forget(redis), "open-stream counter")
+            await _bounded(redis.aclose(), "redis")
+            await _bounded(db.dispose(), "database")
 
     return lifespan
 
