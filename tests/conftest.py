@@ -106,6 +106,22 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
     return load_settings(env)
 
 
+def short_lease_settings(
+    tmp_path: Path, redis_url: str, smtp_port: int, **overrides: Any
+) -> Settings:
+    """Migrated settings whose leases and SMTP timeouts are short enough for process tests."""
+    settings = make_settings(
+        tmp_path,
+        redis_url,
+        smtp_port,
+        SENDING_LEASE_SECONDS=4,
+        SMTP_URL=f"smtp://127.0.0.1:{smtp_port}?timeout=2",
+        **overrides,
+    )
+    upgrade(settings)
+    return settings
+
+
 @pytest.fixture
 def settings(
     tmp_path: Path, redis: Redis, redis_server: RedisServer, smtp: ScriptedSmtp

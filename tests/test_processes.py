@@ -14,7 +14,7 @@ from app.config import Settings
 from app.db import Database
 from app.migrate import upgrade
 from app.status import Status
-from tests.conftest import app_client, make_settings, process_env
+from tests.conftest import app_client, make_settings, process_env, short_lease_settings
 from tests.helpers import invite, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
 
@@ -75,16 +75,7 @@ async def test_redis_down_during_post_still_accepts_and_sends_once_redis_is_back
 def short_lease(
     tmp_path: Path, redis_server: RedisServer, smtp: ScriptedSmtp, redis: object
 ) -> Settings:
-    settings = make_settings(
-        tmp_path,
-        redis_server.url,
-        smtp.port,
-        SENDING_LEASE_SECONDS=4,
-        WORKER_GRACE_SECONDS=1,
-        SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=2",
-    )
-    upgrade(settings)
-    return settings
+    return short_lease_settings(tmp_path, redis_server.url, smtp.port, WORKER_GRACE_SECONDS=1)
 
 
 async def test_a_worker_killed_mid_send_leaves_the_invite_incerto_and_never_resends_it(

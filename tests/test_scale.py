@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from app.config import Settings
 from app.db import Database
 from app.models import invites
-from tests.conftest import BACKEND, make_settings, process_env
+from tests.conftest import BACKEND, process_env, short_lease_settings
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 
 # Scale-out is PostgreSQL's job; on SQLite (one machine, one writer at a time) the same
@@ -27,21 +27,15 @@ WEB_PROCESSES = 2 if BACKEND == "postgresql" else 1
 def scale_settings(
     tmp_path: Path, redis_server: RedisServer, smtp: ScriptedSmtp, redis: object
 ) -> Settings:
-    from app.migrate import upgrade
-
-    settings = make_settings(
+    return short_lease_settings(
         tmp_path,
         redis_server.url,
         smtp.port,
-        SENDING_LEASE_SECONDS=4,
-        SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=2",
         # A thousand invites from two browsers in seconds is the load, not abuse.
         SENDS_PER_SENDER_PER_MINUTE=10_000,
         SENDS_PER_ADDRESS_PER_MINUTE=10_000,
         SENDS_PER_SENDER_PER_DAY=10_000,
     )
-    upgrade(settings)
-    return settings
 
 
 async def _counts(db: Database) -> dict[str, int]:
