@@ -250,6 +250,13 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
     page.keyboard.type("hugo@exemplo.com")
     page.keyboard.press("Enter")
     expect(row(page, "hugo@exemplo.com")).to_have_attribute("data-status", "falhou")
+    # The clean form comes back out of band and takes focus once htmx settles it; the old
+    # input may still hold focus for a moment, so wait for the new one.
+    page.wait_for_function(
+        "() => document.activeElement && document.activeElement.id === 'email'"
+        " && document.activeElement.closest('form[data-estado=\"limpo\"]')",
+        timeout=5_000,
+    )
     assert focused(page) == "INPUT|email"
 
     smtp.always("250 2.0.0 OK")
