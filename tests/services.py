@@ -263,6 +263,11 @@ class AppProcess:
             str(port),
             "--timeout-graceful-shutdown",
             "3",
+            # Longer than any client's idle expiry (httpx: 5 s), so the client always closes an
+            # idle connection first. With equal timers a request can be written into a
+            # connection the server is closing, and fail with no response (seen once in CI).
+            "--timeout-keep-alive",
+            "75",
         ]
         return cls(args, env, log_path)
 
@@ -276,6 +281,12 @@ class AppProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def describe(self, tail: int = 4000) -> str:
+        """Exit status and the end of the log: what a failing test prints about this process."""
+        code = None if self.process is None else self.process.poll()
+        state = "running" if code is None else f"exited with {code}"
+        return f"--- {self.log_path.name} ({state}) ---\n{self.log()[-tail:]}"
 
     def wait_for_log(self, text: str, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout

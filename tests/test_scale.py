@@ -106,6 +106,10 @@ async def test_a_thousand_invites_through_two_webs_and_two_workers_one_killed_mi
         assert (
             counts["enviado"] <= len(per_recipient) <= counts["enviado"] + counts.get("incerto", 0)
         )
+    except BaseException:
+        for process in [*webs, *workers]:
+            print(process.describe())  # shown by pytest with the failure
+        raise
     finally:
         for process in [*workers, *webs]:
             process.kill()
