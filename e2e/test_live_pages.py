@@ -10,7 +10,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page, expect
 
 from e2e.conftest import SLOW_AFTER_SECONDS, Stack
-from tests.services import ScriptedSmtp
+from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
@@ -306,3 +306,42 @@ def test_axe_finds_no_violations_empty_pending_failed_and_invalid(
     expect(row(page, "joao@exemplo.com")).to_have_attribute("data-status", "pendente")
     expect(page.locator("#aviso-envio")).to_be_visible()
     assert_no_axe_violations(page, "pending row, sending paused")
+
+
+def test_a_browser_on_web_a_sees_an_invite_posted_through_web_b_arrive_and_be_sent(
+    new_context: Callable[..., BrowserContext], stack: Stack
+) -> None:
+    """Scale-out in a real browser: two uvicorn processes, one sender, one cookie.
+
+    Cookies ignore the port, so both tabs are the same sender. Web B (the stack's) accepts the
+    invite and the worker sends it; web A learns of both only through Redis pub/sub. Web A's
+    periodic check for a lost wake-up is set to a minute, so a row that arrives within seconds
+    came by pub/sub. The two tabs are different origins here (ports): they do not share
+    localStorage or Web Locks, so each may say the change once; behind one proxy they agree.
+    """
+    port_a = free_port()
+    env_a = {**stack.env, "WORKER_HEARTBEAT_SECONDS": "60"}
+    with AppProcess.web(env_a, stack.folder / "web-a.log", port_a):
+        wait_for_port(port_a)
+        context = new_context()
+        on_a = context.new_page()
+        on_a.goto(f"http://127.0.0.1:{port_a}/")
+        on_a.wait_for_function("window.htmx !== undefined")
+        on_a.wait_for_timeout(500)  # the stream is open and subscribed
+        on_a.evaluate("window.__mesmaPagina = true")
+        on_b = open_home(context.new_page())
+        email = "zeca@exemplo.com"
+
+        submit(on_b, email)
+
+        wait_for_announcement(on_b, SENT.format(email))
+        expect(row(on_a, email)).to_have_attribute("data-status", "enviado", timeout=5_000)
+        expect(row(on_a, email)).to_have_count(1)
+        assert on_a.evaluate("window.__mesmaPagina === true"), "web A's page was reloaded"
+        on_a.wait_for_timeout(1000)  # a repeated event would land here
+        said = announcements(on_a)
+        assert said.count(("status", SENT.format(email))) == 1, said
+        assert set(said) <= {("status", RECEIVED.format(email)), ("status", SENT.format(email))}
+        assert len(said) == len(set(said)), said
+        assert_page_was_honest(on_a)
+        assert_page_was_honest(on_b)
