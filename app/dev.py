@@ -29,7 +29,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """Until ``port`` answers; a child that exits fails at once, a slow machine gets a minute."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -36,6 +37,20 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _wait_until_serving(dev: subprocess.Popen[str], port: int, log: Path) -> None:
+    """The web answers on ``port``; a dev that exits or stalls fails with what it said."""
+    deadline = time.monotonic() + 60  # four processes starting on a busy 2-core machine
+    while time.monotonic() < deadline:
+        if dev.poll() is not None:
+            raise AssertionError(f"dev exited with {dev.returncode}:\n{log.read_text()}")
+        try:
+            wait_for_port(port, timeout=0.5)
+            return
+        except TimeoutError:
+            continue
+    raise AssertionError(f"dev did not serve on {port} in 60 s:\n{log.read_text()[-3000:]}")
+
+
 def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -43,16 +58,19 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
         for k, v in os.environ.items()
         if not k.startswith(("DATABASE_URL", "REDIS_URL", "SMTP_URL"))
     }
-    dev = subprocess.Popen(
-        [sys.executable, "-m", "app", "dev", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    log = tmp_path / "dev.log"
+    with log.open("w") as errors:
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "app", "dev", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            start_new_session=True,  # its own group: the cleanup below reaches every child
+        )
     try:
-        wait_for_port(port, timeout=30)
+        _wait_until_serving(dev, port, log)
         children = _children_of(dev.pid)
         assert len(children) == 4  # redis-server, mailbox, web, worker
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
@@ -82,6 +100,6 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
         assert [pid for pid in children if _alive(pid)] == []
         assert not list((tmp_path / "var").rglob("*.pid"))
     finally:
-        if dev.poll() is None:
-            dev.kill()
-            dev.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(dev.pid, signal.SIGKILL)  # only if something was left running
+        dev.wait()
