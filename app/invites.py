@@ -603,6 +603,26 @@ async def last_event_id(db: Database, sender_id: str) -> int:
     return int(value or 0)
 
 
+async def senders_with_events_after(db: Database, after_id: int) -> dict[str, int]:
+    """Each sender with events newer than ``after_id``, and its newest event id (one range
+    scan of the primary key: the live hub's check for wake-ups that never arrived)."""
+    query = (
+        select(invite_events.c.sender_id, func.max(invite_events.c.id))
+        .where(invite_events.c.id > after_id)
+        .group_by(invite_events.c.sender_id)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return {str(sender): int(newest) for sender, newest in rows}
+
+
+async def newest_event_id(db: Database) -> int:
+    """The newest event id of anyone (0 when there is none)."""
+    async with db.read() as conn:
+        value = (await conn.execute(select(func.max(invite_events.c.id)))).scalar()
+    return int(value or 0)
+
+
 # --- the outbox and the sweeper's reads --------------------------------------------------
 
 

@@ -13,13 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 
+from app import invites as transitions
 from app.batching import Batcher
+from app.db import Database
 from app.heartbeat import live_workers
 from app.invites import Change
 
@@ -27,6 +32,10 @@ log = logging.getLogger(__name__)
 
 CHANNEL_PREFIX = "convites:sender:"
 CLOSE_TIMEOUT_SECONDS = 5.0
+# On PostgreSQL two transactions can commit their event rows out of id order (id 10 visible
+# before id 9); within this many seconds of being written every event row is visible.
+SETTLE_SECONDS = 2.0
+START_SECONDS = 2.0
 
 
 def sender_channel(sender_id: str) -> str:
@@ -45,23 +54,58 @@ async def announce(redis: Redis, changes: Iterable[Change | None]) -> None:
 
 
 class Wakeup:
-    """One open stream's doorbell: set when its sender may have news, cleared by the stream."""
+    """One open stream's doorbell: set when its sender may have news, cleared by the stream.
+
+    Waiting costs no task: a timer handle rings the bell when the period is up (one stream
+    waits after every wake-up, and a web process holds thousands of streams).
+    """
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._rang = False
 
     def ring(self) -> None:
+        self._rang = True
         self._event.set()
 
     async def wait(self, seconds: float) -> bool:
         """Wait for a ring or ``seconds``; True if it rang. Clears the bell either way."""
+        timer = asyncio.get_running_loop().call_later(seconds, self._event.set)
         try:
-            await asyncio.wait_for(self._event.wait(), seconds)
-        except TimeoutError:
-            return False
+            await self._event.wait()
         finally:
+            timer.cancel()
             self._event.clear()
-        return True
+        rang, self._rang = self._rang, False
+        return rang
+
+
+class PausedCheck:
+    """Whether sending is paused (no fresh worker heartbeat), shared by a process's streams.
+
+    Every open stream asks after each wake-up and the answer is the same for all of them, so
+    Redis is read at most once per ``max_age`` seconds per process, one reader at a time.
+    """
+
+    def __init__(self, redis: Redis, heartbeat_seconds: float, max_age: float = 1.0) -> None:
+        self.redis = redis
+        self.heartbeat_seconds = heartbeat_seconds
+        self.max_age = min(max_age, heartbeat_seconds / 2)
+        self._value: bool | None = None
+        self._read_at = 0.0
+        self._lock = asyncio.Lock()
+
+    def _fresh(self) -> bool:
+        return self._value is not None and time.monotonic() - self._read_at < self.max_age
+
+    async def __call__(self) -> bool:
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():
+                    self._value = await sending_paused(self.redis, self.heartbeat_seconds)
+                    self._read_at = time.monotonic()
+        assert self._value is not None
+        return self._value
 
 
 class Hub:
@@ -69,27 +113,52 @@ class Hub:
 
     A message only rings the streams' doorbells: each stream then reads the event rows from the
     database. If Redis drops, every stream is rung (so it re-reads) and the hub reconnects with
-    a short back-off; the streams' periodic checks cover whatever happened meanwhile.
+    a short back-off.
+
+    A wake-up can still be lost (a worker that could not publish while Redis was down). Every
+    ``check_seconds`` the hub reads which senders have events newer than the last check — one
+    primary-key range read per process, however many streams are open — and rings their
+    streams. A stream reads the database only when rung, so a thousand idle streams cost
+    nothing between changes.
     """
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        db: Database,
+        check_seconds: float,
+        settle_seconds: float = SETTLE_SECONDS,
+    ) -> None:
         self.redis_url = redis_url
+        self.db = db
+        self.check_seconds = check_seconds
+        self.settle_seconds = settle_seconds
         self.closed = False
         self._streams: dict[str, set[Wakeup]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="live-hub")
+    async def start(self) -> None:
+        """Subscribe, and take the newest event id before any stream opens: every event after
+        it is the periodic check's business."""
+        floor: int | None = None
+        try:
+            floor = await asyncio.wait_for(transitions.newest_event_id(self.db), START_SECONDS)
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            log.warning("live check starts without a floor", extra={"error": repr(exc)})
+        self._tasks = [
+            asyncio.create_task(self._run(), name="live-hub"),
+            asyncio.create_task(self._check_forever(floor), name="live-hub-check"),
+        ]
 
     async def close(self) -> None:
         """Stop listening and ring every stream so each one ends cleanly."""
         self.closed = True
         self._ring_all()
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             # Bounded: a Redis that stopped answering must not hold up the server's shutdown.
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._task, CLOSE_TIMEOUT_SECONDS)
+                await asyncio.wait_for(task, CLOSE_TIMEOUT_SECONDS)
 
     @contextlib.contextmanager
     def subscribe(self, sender_id: str) -> Iterator[Wakeup]:
@@ -112,11 +181,37 @@ class Hub:
             for wakeup in streams:
                 wakeup.ring()
 
-    def _deliver(self, channel: bytes | str) -> None:
-        name = channel.decode() if isinstance(channel, bytes) else channel
-        sender_id = name.removeprefix(CHANNEL_PREFIX)
+    def _ring(self, sender_id: str) -> None:
         for wakeup in self._streams.get(sender_id, ()):
             wakeup.ring()
+
+    def _deliver(self, channel: bytes | str) -> None:
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        self._ring(name.removeprefix(CHANNEL_PREFIX))
+
+    async def _check_forever(self, floor: int | None) -> None:
+        # (when, newest id seen then): on PostgreSQL an event can commit after a newer id is
+        # visible, so the floor trails the newest id by the settle time (see app/web/events.py).
+        seen: deque[tuple[float, int]] = deque()
+        while not self.closed:
+            await asyncio.sleep(self.check_seconds)
+            try:
+                if floor is None:  # the database was away at start: anything may be missed
+                    floor = await transitions.newest_event_id(self.db)
+                    self._ring_all()
+                    continue
+                newest = await transitions.senders_with_events_after(self.db, floor)
+            except (SQLAlchemyError, OSError) as exc:
+                log.warning("live check could not read the database", extra={"error": str(exc)})
+                continue
+            for sender_id in newest:
+                self._ring(sender_id)
+            now = time.monotonic()
+            seen.append((now, max(newest.values(), default=floor)))
+            while seen and (
+                self.db.is_sqlite or now - seen[0][0] >= self.settle_seconds + self.check_seconds
+            ):
+                floor = max(floor, seen.popleft()[1])
 
     async def _run(self) -> None:
         delay = 0.5

@@ -21,7 +21,7 @@ from starlette.templating import Jinja2Templates
 from app.alarms import monitor_forever
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
-from app.live import Announcer, Hub
+from app.live import Announcer, Hub, PausedCheck
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.queue import Publisher
@@ -96,8 +96,9 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
-        hub = Hub(settings.redis_url)  # pub/sub wake-ups for the open SSE streams
-        hub.start()
+        # Wake-ups for the open SSE streams: Redis pub/sub, and a periodic check for lost ones.
+        hub = Hub(settings.redis_url, db, check_seconds=settings.worker_heartbeat_seconds)
+        await hub.start()
         try:
             yield {
                 "settings": settings,
@@ -108,6 +109,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "templates": build_templates(static),
                 "sse": sse,
                 "hub": hub,
+                "paused": PausedCheck(redis, settings.worker_heartbeat_seconds),
             }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server

@@ -15,11 +15,13 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from app import heartbeat
 from app import invites as transitions
 from app.config import Settings
 from app.db import Database
-from app.live import announce
-from tests.conftest import drain, process_env
+from app.live import Hub, PausedCheck, Wakeup, announce
+from app.models import invite_events
+from tests.conftest import BACKEND, drain, process_env
 from tests.helpers import post_invite
 from tests.services import AppProcess, RedisServer, free_port, wait_for_port
 
@@ -157,21 +159,30 @@ async def _sender(db: Database, public_id: str) -> str:
     return invite.sender_id
 
 
-async def test_open_streams_end_cleanly_when_the_server_stops(web_process: Web) -> None:
-    async with (
-        httpx.AsyncClient(base_url=web_process.url) as client,
-        client.stream("GET", "/convites/eventos?depois=0") as response,
-    ):
-        lines = response.aiter_lines()
-        assert await anext(lines) == ": ola"
-        started = time.monotonic()
-        await asyncio.to_thread(web_process.process.stop)
-        # The body ends (no exception): the response was completed, not cut.
-        async for _ in lines:
-            pass
+async def test_open_streams_end_cleanly_when_the_server_stops(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # A resting stream's periodic check is a minute away: only the shutdown ringing its
+    # doorbell can end it in time for a clean finish.
+    env = process_env(settings, WORKER_HEARTBEAT_SECONDS="60")
+    port = free_port()
+    with AppProcess.web(env, tmp_path / "web.log", port) as process:
+        wait_for_port(port)
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client,
+            client.stream("GET", "/convites/eventos?depois=0") as response,
+        ):
+            lines = response.aiter_lines()
+            assert await anext(lines) == ": ola"
+            await asyncio.sleep(0.5)  # past its first read, resting
+            started = time.monotonic()
+            await asyncio.to_thread(process.stop)
+            # The body ends (no exception): the response was completed, not cut.
+            async for _ in lines:
+                pass
 
-    assert time.monotonic() - started < 5
-    assert "returned without completing response" not in web_process.process.log()
+    assert time.monotonic() - started < 2
+    assert "returned without completing response" not in process.log()
 
 
 async def test_the_hub_listens_again_after_redis_restarts(
@@ -257,3 +268,93 @@ async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_anoth
 
     assert all(created["id"] in event.data for event in events)
     assert statuses(events)[0] == "pendente" and statuses(events)[-1] == "enviado"
+
+
+async def _zrange_calls(redis: Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_zrangebyscore", {}).get("calls", 0))
+
+
+async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> None:
+    """A thousand streams waking at once cost one heartbeat read, and the answer moves on."""
+    check = PausedCheck(redis, heartbeat_seconds=1.0, max_age=0.3)
+    await redis.config_resetstat()
+
+    answers = await asyncio.gather(*(check() for _ in range(200)))
+
+    assert set(answers) == {True}  # no worker has beaten
+    assert await _zrange_calls(redis) == 1
+    await heartbeat.beat(redis, "worker-1")
+    assert await check() is True  # still the shared answer, at most max_age old
+    await asyncio.sleep(0.35)
+    assert await check() is False
+    assert await _zrange_calls(redis) == 2
+
+
+async def _write_event(db: Database, invite_id: int, sender_id: str, event_id: int) -> None:
+    """An event row with a chosen id, and no wake-up published for it."""
+    async with db.write() as conn:
+        await conn.execute(
+            invite_events.insert().values(
+                id=event_id,
+                invite_id=invite_id,
+                sender_id=sender_id,
+                status="enviando",
+                attempt=1,
+                created_at=transitions.utcnow(),
+            )
+        )
+
+
+async def _rang_within(wakeup: Wakeup, seconds: float) -> bool:
+    return await wakeup.wait(seconds)
+
+
+async def test_the_hub_rings_only_the_senders_with_unannounced_events(
+    settings: Settings, db: Database, redis: Redis
+) -> None:
+    ana = await transitions.create_invite(
+        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
+    )
+    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=0.5)
+    await hub.start()
+    try:
+        with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
+            await _until_the_hub_listens(redis)
+            # Clear the bells (the hub rings every stream once when it first subscribes).
+            await for_ana.wait(0.01)
+            await for_bia.wait(0.01)
+            await transitions.claim_for_sending(db, ana.invite.public_id, 1, lease_seconds=60)
+
+            assert await _rang_within(for_ana, 2.0)
+            assert not await _rang_within(for_bia, 0.5)
+    finally:
+        await hub.close()
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite ids are final at commit")
+async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
+    settings: Settings, db: Database, redis: Redis
+) -> None:
+    """PostgreSQL can show id 11 before id 10 commits: the check's floor trails by the settle
+    time, so id 10 is still found."""
+    ana = await transitions.create_invite(
+        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
+    )
+    bia = await transitions.create_invite(
+        db, sender_id="bia", email="b@exemplo.com", name=None, correlation_id=""
+    )
+    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
+    await hub.start()
+    try:
+        with hub.subscribe("ana") as for_ana:
+            await _until_the_hub_listens(redis)
+            newest = await transitions.newest_event_id(db)
+            await _write_event(db, bia.invite.id, "bia", newest + 1000)  # the newer id, first
+            await asyncio.sleep(0.4)  # checks have seen it
+            await for_ana.wait(0.01)
+            await _write_event(db, ana.invite.id, "ana", newest + 500)  # the older id, late
+
+            assert await _rang_within(for_ana, 2.0)
+    finally:
+        await hub.close()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -25,7 +25,7 @@ from app import invites as transitions
 from app.config import Settings
 from app.db import Database
 from app.invites import Event, Invite
-from app.live import Hub, Wakeup, sending_paused
+from app.live import SETTLE_SECONDS, Hub, PausedCheck, Wakeup
 from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
 from app.web.common import db_of, sender_id, settings_of, templates_of, too_many_requests
 
@@ -37,10 +37,9 @@ SEND_TIMEOUT_SECONDS = 10
 SHUTDOWN_GRACE_SECONDS = 1.0
 RECONNECT_MILLISECONDS = 1000
 # On PostgreSQL two transactions can commit their event rows out of id order (id 10 visible
-# before id 9). The cursor therefore only moves past events older than this; younger ones are
-# read again on the next pass, and those already sent are skipped. SQLite has one writer at a
-# time, so its ids are final at once.
-SETTLE_SECONDS = 2.0
+# before id 9). The cursor therefore only moves past events older than SETTLE_SECONDS; younger
+# ones are read again on the next pass, and those already sent are skipped. SQLite has one
+# writer at a time, so its ids are final at once.
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
 TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
@@ -65,6 +64,24 @@ def render_notice(templates: Jinja2Templates, paused: bool) -> str:
     return templates.get_template("_notice.html").render(paused=paused)
 
 
+class ShutdownBell:
+    """Handed to sse-starlette as the ``shutdown_event`` (it only ever calls ``set``): setting it
+    also rings the stream's doorbell, so a resting stream wakes at once and ends, without a
+    watcher task per stream."""
+
+    def __init__(self) -> None:
+        self.wakeup: Wakeup | None = None
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        if self.wakeup is not None:
+            self.wakeup.ring()
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class Stream:
     """The state of one open stream: whose it is, how far it has read, what it last said."""
 
@@ -79,10 +96,11 @@ class Stream:
         self.sent_above_cursor: set[int] = set()
         self.slot: StreamSlot | None = None
         self.slot_refreshed = time.monotonic()
+        self.paused_check: PausedCheck = request.state.paused
         self.paused: bool | None = None
         # Set by sse-starlette when the server shuts down: the loop ends and the response
         # completes, instead of being cancelled mid-stream.
-        self.shutdown = anyio.Event()
+        self.shutdown = ShutdownBell()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
         data = render_row(self.templates, invite, event_id, transitions.utcnow(), self.settings)
@@ -124,7 +142,7 @@ class Stream:
 
     async def notice(self) -> ServerSentEvent | None:
         """The paused notice, when it changed since the last one this stream sent."""
-        paused = await sending_paused(self.redis, self.settings.worker_heartbeat_seconds)
+        paused = await self.paused_check()
         if paused == self.paused:
             return None
         self.paused = paused
@@ -134,30 +152,32 @@ class Stream:
     def ending(self) -> bool:
         return self.hub.closed or self.shutdown.is_set()
 
-    async def rest(self, wakeup: Wakeup) -> None:
-        """Until a wake-up, the periodic check (a lost wake-up) or server shutdown."""
-        async with anyio.create_task_group() as group:
+    async def rest(self, wakeup: Wakeup) -> bool:
+        """Until a wake-up (True: read the database) or the period for the paused notice.
 
-            async def first(waiting: Awaitable[object]) -> None:
-                await waiting
-                group.cancel_scope.cancel()
-
-            group.start_soon(first, wakeup.wait(self.settings.worker_heartbeat_seconds))
-            group.start_soon(first, self.shutdown.wait())
+        Server shutdown rings the same bell (``ShutdownBell``); wake-ups that never arrived are
+        rung by the hub's own periodic check (``app.live.Hub``), not found by every stream.
+        """
+        self.shutdown.wakeup = wakeup
+        if self.ending:
+            return True
+        return await wakeup.wait(self.settings.worker_heartbeat_seconds)
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
         if self.cursor is None:
             for event in await self.snapshot():
                 yield event
+        rang = True
         while not self.ending:
-            for event in await self.changes():
-                yield event
+            if rang:
+                for event in await self.changes():
+                    yield event
             notice = await self.notice()
             if notice is not None:
                 yield notice
             await self.keep_slot()
-            await self.rest(wakeup)
+            rang = await self.rest(wakeup)
 
     async def keep_slot(self) -> None:
         """Tell the per-sender stream cap that this stream is still open."""
@@ -191,7 +211,8 @@ async def stream(request: Request) -> Response:
         generate(),
         ping=PING_SECONDS,
         send_timeout=SEND_TIMEOUT_SECONDS,
-        shutdown_event=live.shutdown,
+        # sse-starlette only calls ``set()`` on it (sse_starlette/sse.py).
+        shutdown_event=cast(anyio.Event, live.shutdown),
         shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
