@@ -181,7 +181,7 @@ async def test_open_streams_end_cleanly_when_the_server_stops(
             async for _ in lines:
                 pass
 
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5
     assert "returned without completing response" not in process.log()
 
 
@@ -277,7 +277,7 @@ async def _zrange_calls(redis: Redis) -> int:
 
 async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> None:
     """A thousand streams waking at once cost one heartbeat read, and the answer moves on."""
-    check = PausedCheck(redis, heartbeat_seconds=1.0, max_age=0.3)
+    check = PausedCheck(redis, heartbeat_seconds=10.0, max_age=2.0)
     await redis.config_resetstat()
 
     answers = await asyncio.gather(*(check() for _ in range(200)))
@@ -286,7 +286,7 @@ async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> 
     assert await _zrange_calls(redis) == 1
     await heartbeat.beat(redis, "worker-1")
     assert await check() is True  # still the shared answer, at most max_age old
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(2.1)
     assert await check() is False
     assert await _zrange_calls(redis) == 2
 
@@ -344,7 +344,8 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
     bia = await transitions.create_invite(
         db, sender_id="bia", email="b@exemplo.com", name=None, correlation_id=""
     )
-    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
+    # A long settle time: the test's own pauses stay well inside it even on a loaded machine.
+    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=5.0)
     await hub.start()
     try:
         with hub.subscribe("ana") as for_ana:
