@@ -23,12 +23,36 @@
 
   // One region speaks at a time: the other is emptied, so the page never shows an old
   // message next to a new one (emptying a region is silent).
-  function say(regionName, text) {
+  function speak(regionName, text) {
     var region = byId(regionName === "alert" ? "alerta" : "anuncio");
     var other = byId(regionName === "alert" ? "anuncio" : "alerta");
-    if (!region || !text) return;
+    if (!region) return;
     if (other) other.textContent = "";
     region.textContent = text;
+  }
+
+  // Sentences are spoken in order, with a pause between them. Two changes of a live region in
+  // the same moment reach a screen reader as one (the last): the person's own "Recebemos,
+  // enviando…" and a stream message held during the request (the paused notice) used to land
+  // in one task, and only the notice was heard.
+  var SAY_GAP_MILLISECONDS = 400;
+  var sayQueue = [];
+  var sayTimer = null;
+  var quietAt = 0;
+
+  function say(regionName, text) {
+    if (!text) return;
+    sayQueue.push([regionName, text]);
+    if (sayTimer === null) sayTimer = setTimeout(sayNext, Math.max(0, quietAt - Date.now()));
+  }
+
+  function sayNext() {
+    sayTimer = null;
+    var next = sayQueue.shift();
+    if (!next) return;
+    speak(next[0], next[1]);
+    quietAt = Date.now() + SAY_GAP_MILLISECONDS;
+    if (sayQueue.length) sayTimer = setTimeout(sayNext, SAY_GAP_MILLISECONDS);
   }
 
   function stored(key) {
