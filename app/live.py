@@ -15,12 +15,12 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
+from typing import TypeVar
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 
 from app import invites as transitions
 from app.batching import Batcher
@@ -29,6 +29,7 @@ from app.heartbeat import live_workers
 from app.invites import Change
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHANNEL_PREFIX = "convites:sender:"
 CLOSE_TIMEOUT_SECONDS = 5.0
@@ -102,8 +103,9 @@ class PausedCheck:
         if not self._fresh():
             async with self._lock:
                 if not self._fresh():
+                    asked_at = time.monotonic()
                     self._value = await sending_paused(self.redis, self.heartbeat_seconds)
-                    self._read_at = time.monotonic()
+                    self._read_at = asked_at
         assert self._value is not None
         return self._value
 
@@ -143,7 +145,7 @@ class Hub:
         floor: int | None = None
         try:
             floor = await asyncio.wait_for(transitions.newest_event_id(self.db), START_SECONDS)
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+        except Exception as exc:  # the web serves without it; the check retries
             log.warning("live check starts without a floor", extra={"error": repr(exc)})
         self._tasks = [
             asyncio.create_task(self._run(), name="live-hub"),
@@ -156,9 +158,9 @@ class Hub:
         self._ring_all()
         for task in self._tasks:
             task.cancel()
+        if self._tasks:
             # Bounded: a Redis that stopped answering must not hold up the server's shutdown.
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(task, CLOSE_TIMEOUT_SECONDS)
+            await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_SECONDS)
 
     @contextlib.contextmanager
     def subscribe(self, sender_id: str) -> Iterator[Wakeup]:
@@ -189,30 +191,6 @@ class Hub:
         name = channel.decode() if isinstance(channel, bytes) else channel
         self._ring(name.removeprefix(CHANNEL_PREFIX))
 
-    async def _check_forever(self, floor: int | None) -> None:
-        # (when, newest id seen then): on PostgreSQL an event can commit after a newer id is
-        # visible, so the floor trails the newest id by the settle time (see app/web/events.py).
-        seen: deque[tuple[float, int]] = deque()
-        while not self.closed:
-            await asyncio.sleep(self.check_seconds)
-            try:
-                if floor is None:  # the database was away at start: anything may be missed
-                    floor = await transitions.newest_event_id(self.db)
-                    self._ring_all()
-                    continue
-                newest = await transitions.senders_with_events_after(self.db, floor)
-            except (SQLAlchemyError, OSError) as exc:
-                log.warning("live check could not read the database", extra={"error": str(exc)})
-                continue
-            for sender_id in newest:
-                self._ring(sender_id)
-            now = time.monotonic()
-            seen.append((now, max(newest.values(), default=floor)))
-            while seen and (
-                self.db.is_sqlite or now - seen[0][0] >= self.settle_seconds + self.check_seconds
-            ):
-                floor = max(floor, seen.popleft()[1])
-
     async def _run(self) -> None:
         delay = 0.5
         while not self.closed:
@@ -236,6 +214,57 @@ class Hub:
                 await pubsub.aclose()
                 await client.aclose()
 
+    async def _check_forever(self, floor: int | None) -> None:
+        """Every ``check_seconds``, ring the senders with events above the floor.
+
+        On PostgreSQL an event can commit after a newer id is visible, so the floor trails:
+        it moves past the newest id of a read only once a later read has *started* at least
+        ``settle_seconds`` after it (every id below that newest was committed by then, and that
+        later read, still on the old floor, saw it). The floor taken at start (or after the
+        database came back) cannot trail: one ring of every stream, a settle time later, lets
+        each stream re-read from its own cursor instead.
+        """
+        seen: deque[tuple[float, int]] = deque()  # (read finished, newest id it saw)
+        catch_up_at = None if floor is None else self._catch_up_time()
+        previous_start: float | None = None
+        while not self.closed:
+            await asyncio.sleep(self.check_seconds)
+            started = time.monotonic()
+            try:
+                if floor is None:  # the database was away at start: anything may be missed
+                    floor = await self._bounded_read(transitions.newest_event_id(self.db))
+                    self._ring_all()
+                    catch_up_at = self._catch_up_time()
+                    continue
+                while seen and (self.db.is_sqlite or self._settled(seen[0][0], previous_start)):
+                    floor = max(floor, seen.popleft()[1])
+                newest = await self._bounded_read(
+                    transitions.senders_with_events_after(self.db, floor)
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let the check die: lost wake-ups need it
+                log.warning("live check could not read the database", extra={"error": repr(exc)})
+                continue
+            for sender_id in newest:
+                self._ring(sender_id)
+            if catch_up_at is not None and started >= catch_up_at:
+                self._ring_all()
+                catch_up_at = None
+            seen.append((time.monotonic(), max(newest.values(), default=floor)))
+            previous_start = started
+
+    def _settled(self, read_at: float, later_read_started: float | None) -> bool:
+        return (
+            later_read_started is not None and later_read_started - read_at >= self.settle_seconds
+        )
+
+    def _catch_up_time(self) -> float | None:
+        return None if self.db.is_sqlite else time.monotonic() + self.settle_seconds
+
+    async def _bounded_read(self, read: Awaitable[T]) -> T:
+        return await asyncio.wait_for(read, self.check_seconds + self.settle_seconds)
+
 
 async def sending_paused(redis: Redis, heartbeat_seconds: float) -> bool:
     """True when no worker has beaten recently (or Redis, which carries the work, is down)."""
@@ -247,7 +276,7 @@ async def sending_paused(redis: Redis, heartbeat_seconds: float) -> bool:
 
 
 def _not_announced(change: Change, exc: Exception) -> None:
-    # The row and its event are committed; open pages catch up on their next check.
+    # The row and its event are committed; the hub's periodic check rings the open pages.
     log.warning(
         "could not announce a change",
         extra={"invite": change.invite.public_id, "event_id": change.event_id, "error": str(exc)},

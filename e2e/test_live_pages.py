@@ -346,7 +346,13 @@ def test_a_browser_on_web_a_sees_an_invite_posted_through_web_b_arrive_and_be_se
         on_a = context.new_page()
         on_a.goto(f"http://127.0.0.1:{port_a}/")
         on_a.wait_for_function("window.htmx !== undefined")
-        on_a.wait_for_timeout(500)  # the stream is open and subscribed
+        # A's stream is open (and past its first read) before anything is posted: what reaches
+        # it afterwards can only come by a wake-up.
+        on_a.wait_for_function(
+            "() => { const d = document.querySelector('[sse-connect]')['htmx-internal-data'];"
+            " return !!(d && d.sseEventSource && d.sseEventSource.readyState === 1); }"
+        )
+        on_a.wait_for_timeout(500)
         on_a.evaluate("window.__mesmaPagina = true")
         on_b = open_home(context.new_page())
         email = "zeca@exemplo.com"

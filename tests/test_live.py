@@ -19,7 +19,7 @@ from app import heartbeat
 from app import invites as transitions
 from app.config import Settings
 from app.db import Database
-from app.live import Hub, PausedCheck, Wakeup, announce
+from app.live import Hub, PausedCheck, Wakeup, announce, sender_channel
 from app.models import invite_events
 from tests.conftest import BACKEND, drain, process_env
 from tests.helpers import post_invite
@@ -316,11 +316,12 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
     ana = await transitions.create_invite(
         db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
     )
-    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=0.5)
+    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=0.2)
     await hub.start()
     try:
         with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
             await _until_the_hub_listens(redis)
+            await asyncio.sleep(0.5)  # past the catch-up ring a settle time after start
             # Clear the bells (the hub rings every stream once when it first subscribes).
             await for_ana.wait(0.01)
             await for_bia.wait(0.01)
@@ -359,3 +360,83 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
             assert await _rang_within(for_ana, 2.0)
     finally:
         await hub.close()
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite ids are final at commit")
+async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
+    settings: Settings, db: Database, redis: Redis
+) -> None:
+    """The floor read at start cannot trail: a lower id that commits after it is found by the
+    one catch-up ring a settle time after start (each stream re-reads from its own cursor)."""
+    ana = await transitions.create_invite(
+        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
+    )
+    bia = await transitions.create_invite(
+        db, sender_id="bia", email="b@exemplo.com", name=None, correlation_id=""
+    )
+    newest = await transitions.newest_event_id(db)
+    hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
+    try:
+        with hub.subscribe("ana") as for_ana:
+            async with db.write() as conn:  # ana's event, written but not yet committed
+                await conn.execute(
+                    invite_events.insert().values(
+                        id=newest + 500,
+                        invite_id=ana.invite.id,
+                        sender_id="ana",
+                        status="enviando",
+                        attempt=1,
+                        created_at=transitions.utcnow(),
+                    )
+                )
+                await _write_event(db, bia.invite.id, "bia", newest + 1000)  # committed first
+                await hub.start()  # its floor: newest + 1000
+            await _until_the_hub_listens(redis)
+            await for_ana.wait(0.01)  # the ring every stream gets when the hub subscribes
+
+            assert await _rang_within(for_ana, 3.0)
+    finally:
+        await hub.close()
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite ids are final at commit")
+@pytest.mark.parametrize("resumed", [True, False], ids=["last-event-id", "snapshot"])
+async def test_a_new_stream_still_sends_a_lower_id_that_commits_late(
+    web: str, settings: Settings, db: Database, redis: Redis, resumed: bool
+) -> None:
+    """The browser resumes after id N+1000 (or takes a snapshot that includes it); id N+500, of
+    another invite, commits only then. The stream starts from the sender's newest settled id,
+    so the late change is not skipped."""
+    async with httpx.AsyncClient(base_url=web, timeout=10) as client:
+        first = await post_invite(client, "um@exemplo.com")
+        second = await post_invite(client, "dois@exemplo.com")
+        sender = await _sender(db, first["id"])
+        one = await transitions.get_invite_by_public_id(db, first["id"])
+        two = await transitions.get_invite_by_public_id(db, second["id"])
+        assert one is not None and two is not None
+        newest = await transitions.newest_event_id(db)
+        async with db.write() as conn:  # the second invite's change, not yet committed
+            await conn.execute(
+                invite_events.insert().values(
+                    id=newest + 500,
+                    invite_id=two.id,
+                    sender_id=sender,
+                    status="enviando",
+                    attempt=1,
+                    created_at=transitions.utcnow(),
+                )
+            )
+            await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser
+            listening = asyncio.create_task(
+                collect(
+                    client,
+                    until=99,
+                    seconds=4,
+                    headers={"Last-Event-ID": str(newest + 1000)} if resumed else {},
+                )
+            )
+            await asyncio.sleep(1.0)  # resumed and past its first read
+        await redis.publish(sender_channel(sender), str(newest + 500))
+        events = await listening
+
+    assert str(newest + 500) in [event.id for event in events], [e.id for e in events]
