@@ -603,6 +603,27 @@ async def last_event_id(db: Database, sender_id: str) -> int:
     return int(value or 0)
 
 
+async def settled_event_ids(
+    db: Database, sender_id: str, horizon: datetime
+) -> tuple[int, set[int]]:
+    """The sender's newest event id written at or before ``horizon`` (0 if none), and the ids of
+    its events visible above it (newer than that one)."""
+    mine = invite_events.c.sender_id == sender_id
+    async with db.read() as conn:
+        settled = (
+            await conn.execute(
+                select(func.max(invite_events.c.id)).where(
+                    mine, invite_events.c.created_at <= horizon
+                )
+            )
+        ).scalar()
+        floor = int(settled or 0)
+        younger = (
+            await conn.execute(select(invite_events.c.id).where(mine, invite_events.c.id > floor))
+        ).scalars()
+        return floor, {int(i) for i in younger}
+
+
 async def senders_with_events_after(db: Database, after_id: int) -> dict[str, int]:
     """Each sender with events newer than ``after_id``, and its newest event id (one range
     scan of the primary key: the live hub's check for wake-ups that never arrived)."""

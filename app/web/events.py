@@ -1,8 +1,8 @@
 """``GET /convites/eventos``: one server-sent event stream per page, scoped to the sender.
 
-The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``).
-After each wake-up, and at least every ``WORKER_HEARTBEAT_SECONDS`` in case a wake-up was lost,
-the stream reads the sender's event rows newer than its cursor and sends each changed invite as
+The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``,
+whose periodic check also rings a stream whose wake-up was lost). After each wake-up the stream
+reads the sender's event rows newer than its cursor and sends each changed invite as
 its rendered row (``_invite_row.html``), with the newest event id as the SSE id. A stream that
 starts without a cursor first sends the current state of the sender's visible rows.
 """
@@ -110,9 +110,29 @@ class Stream:
         """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
         # The cursor is read before the rows: anything newer is sent again later, never lost.
         self.cursor = await transitions.last_event_id(self.db, self.sender)
+        await self.trail_cursor(resumed=False)  # before the rows: what it marks, they show
         rows = await transitions.list_invites(self.db, self.sender, limit=PAGE_SIZE)
         latest = await transitions.latest_event_ids(self.db, [row.id for row in rows])
         return [self.row_event(row, latest.get(row.id, 0)) for row in reversed(rows)]
+
+    async def trail_cursor(self, *, resumed: bool) -> None:
+        """On PostgreSQL, start from the sender's newest *settled* event, not the newest one.
+
+        A lower id can commit after a higher one was read (see ``SETTLE_SECONDS``). After a
+        snapshot, the younger events already visible are shown by it: they are marked as sent,
+        and one that commits later under a lower id is still new. A resumed browser has the
+        ids up to its cursor but maybe not every one below it: the younger ones are sent again
+        (the page ignores a row it already shows at that event).
+        """
+        if self.db.is_sqlite or self.cursor is None:
+            return
+        horizon = transitions.utcnow() - timedelta(seconds=SETTLE_SECONDS)
+        settled, younger = await transitions.settled_event_ids(self.db, self.sender, horizon)
+        if settled >= self.cursor:
+            return
+        if not resumed:
+            self.sent_above_cursor = {i for i in younger if i <= self.cursor}
+        self.cursor = settled
 
     async def changes(self) -> list[ServerSentEvent]:
         """Each invite changed since the cursor, once, as it is now."""
@@ -168,6 +188,8 @@ class Stream:
         if self.cursor is None:
             for event in await self.snapshot():
                 yield event
+        else:
+            await self.trail_cursor(resumed=True)
         rang = True
         while not self.ending:
             if rang:
