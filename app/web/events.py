@@ -110,19 +110,21 @@ class Stream:
         """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
         # The cursor is read before the rows: anything newer is sent again later, never lost.
         self.cursor = await transitions.last_event_id(self.db, self.sender)
-        await self.trail_cursor(resumed=False)  # before the rows: what it marks, they show
+        await self.trail_cursor()  # before the rows: what it marks as sent, they show
         rows = await transitions.list_invites(self.db, self.sender, limit=PAGE_SIZE)
         latest = await transitions.latest_event_ids(self.db, [row.id for row in rows])
         return [self.row_event(row, latest.get(row.id, 0)) for row in reversed(rows)]
 
-    async def trail_cursor(self, *, resumed: bool) -> None:
-        """On PostgreSQL, start from the sender's newest *settled* event, not the newest one.
+    async def trail_cursor(self) -> None:
+        """On PostgreSQL, a snapshot's cursor is the sender's newest *settled* event.
 
-        A lower id can commit after a higher one was read (see ``SETTLE_SECONDS``). After a
-        snapshot, the younger events already visible are shown by it: they are marked as sent,
-        and one that commits later under a lower id is still new. A resumed browser has the
-        ids up to its cursor but maybe not every one below it: the younger ones are sent again
-        (the page ignores a row it already shows at that event).
+        A lower id can commit after a higher one was read (see ``SETTLE_SECONDS``). The younger
+        events already visible are shown by the snapshot, so they are marked as sent; one that
+        commits later under a lower id is still new and is sent when it arrives.
+
+        A stream resumed with ``Last-Event-ID`` starts after that id, as promised to the
+        browser: a lower id committing within the settle time around a reconnect could be
+        missed there (docs/live.md says so).
         """
         if self.db.is_sqlite or self.cursor is None:
             return
@@ -130,8 +132,7 @@ class Stream:
         settled, younger = await transitions.settled_event_ids(self.db, self.sender, horizon)
         if settled >= self.cursor:
             return
-        if not resumed:
-            self.sent_above_cursor = {i for i in younger if i <= self.cursor}
+        self.sent_above_cursor = {i for i in younger if i <= self.cursor}
         self.cursor = settled
 
     async def changes(self) -> list[ServerSentEvent]:
@@ -188,8 +189,6 @@ class Stream:
         if self.cursor is None:
             for event in await self.snapshot():
                 yield event
-        else:
-            await self.trail_cursor(resumed=True)
         rang = True
         while not self.ending:
             if rang:
