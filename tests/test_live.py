@@ -19,6 +19,7 @@ from app import heartbeat
 from app import invites as transitions
 from app.config import Settings
 from app.db import Database
+from app.invites import Invite
 from app.live import Hub, PausedCheck, Wakeup, announce, sender_channel
 from app.models import invite_events
 from tests.conftest import BACKEND, drain, process_env
@@ -291,19 +292,31 @@ async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> 
     assert await _zrange_calls(redis) == 2
 
 
+def _event_row(invite_id: int, sender_id: str, event_id: int) -> Any:
+    """An ``INSERT`` of an event row with a chosen id (no wake-up is published for it)."""
+    return invite_events.insert().values(
+        id=event_id,
+        invite_id=invite_id,
+        sender_id=sender_id,
+        status="enviando",
+        attempt=1,
+        created_at=transitions.utcnow(),
+    )
+
+
 async def _write_event(db: Database, invite_id: int, sender_id: str, event_id: int) -> None:
-    """An event row with a chosen id, and no wake-up published for it."""
     async with db.write() as conn:
-        await conn.execute(
-            invite_events.insert().values(
-                id=event_id,
-                invite_id=invite_id,
-                sender_id=sender_id,
-                status="enviando",
-                attempt=1,
-                created_at=transitions.utcnow(),
-            )
+        await conn.execute(_event_row(invite_id, sender_id, event_id))
+
+
+async def _invites_of_ana_and_bia(db: Database) -> tuple[Invite, Invite]:
+    created = [
+        await transitions.create_invite(
+            db, sender_id=sender, email=f"{sender}@exemplo.com", name=None, correlation_id=""
         )
+        for sender in ("ana", "bia")
+    ]
+    return created[0].invite, created[1].invite
 
 
 async def _rang_within(wakeup: Wakeup, seconds: float) -> bool:
@@ -313,9 +326,7 @@ async def _rang_within(wakeup: Wakeup, seconds: float) -> bool:
 async def test_the_hub_rings_only_the_senders_with_unannounced_events(
     settings: Settings, db: Database, redis: Redis
 ) -> None:
-    ana = await transitions.create_invite(
-        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
-    )
+    ana, _ = await _invites_of_ana_and_bia(db)
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=0.2)
     await hub.start()
     try:
@@ -325,7 +336,7 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
             # Clear the bells (the hub rings every stream once when it first subscribes).
             await for_ana.wait(0.01)
             await for_bia.wait(0.01)
-            await transitions.claim_for_sending(db, ana.invite.public_id, 1, lease_seconds=60)
+            await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
 
             assert await _rang_within(for_ana, 2.0)
             assert not await _rang_within(for_bia, 0.5)
@@ -339,12 +350,7 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
 ) -> None:
     """PostgreSQL can show id 11 before id 10 commits: the check's floor trails by the settle
     time, so id 10 is still found."""
-    ana = await transitions.create_invite(
-        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
-    )
-    bia = await transitions.create_invite(
-        db, sender_id="bia", email="b@exemplo.com", name=None, correlation_id=""
-    )
+    ana, bia = await _invites_of_ana_and_bia(db)
     # A long settle time: the test's own pauses stay well inside it even on a loaded machine.
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=5.0)
     await hub.start()
@@ -352,10 +358,10 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
         with hub.subscribe("ana") as for_ana:
             await _until_the_hub_listens(redis)
             newest = await transitions.newest_event_id(db)
-            await _write_event(db, bia.invite.id, "bia", newest + 1000)  # the newer id, first
+            await _write_event(db, bia.id, "bia", newest + 1000)  # the newer id, first
             await asyncio.sleep(0.4)  # checks have seen it
             await for_ana.wait(0.01)
-            await _write_event(db, ana.invite.id, "ana", newest + 500)  # the older id, late
+            await _write_event(db, ana.id, "ana", newest + 500)  # the older id, late
 
             assert await _rang_within(for_ana, 2.0)
     finally:
@@ -368,28 +374,14 @@ async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
 ) -> None:
     """The floor read at start cannot trail: a lower id that commits after it is found by the
     one catch-up ring a settle time after start (each stream re-reads from its own cursor)."""
-    ana = await transitions.create_invite(
-        db, sender_id="ana", email="a@exemplo.com", name=None, correlation_id=""
-    )
-    bia = await transitions.create_invite(
-        db, sender_id="bia", email="b@exemplo.com", name=None, correlation_id=""
-    )
+    ana, bia = await _invites_of_ana_and_bia(db)
     newest = await transitions.newest_event_id(db)
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
     try:
         with hub.subscribe("ana") as for_ana:
             async with db.write() as conn:  # ana's event, written but not yet committed
-                await conn.execute(
-                    invite_events.insert().values(
-                        id=newest + 500,
-                        invite_id=ana.invite.id,
-                        sender_id="ana",
-                        status="enviando",
-                        attempt=1,
-                        created_at=transitions.utcnow(),
-                    )
-                )
-                await _write_event(db, bia.invite.id, "bia", newest + 1000)  # committed first
+                await conn.execute(_event_row(ana.id, "ana", newest + 500))
+                await _write_event(db, bia.id, "bia", newest + 1000)  # committed first
                 await hub.start()  # its floor: newest + 1000
             await _until_the_hub_listens(redis)
             await for_ana.wait(0.01)  # the ring every stream gets when the hub subscribes
@@ -415,16 +407,7 @@ async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
         assert one is not None and two is not None
         newest = await transitions.newest_event_id(db)
         async with db.write() as conn:  # the second invite's change, not yet committed
-            await conn.execute(
-                invite_events.insert().values(
-                    id=newest + 500,
-                    invite_id=two.id,
-                    sender_id=sender,
-                    status="enviando",
-                    attempt=1,
-                    created_at=transitions.utcnow(),
-                )
-            )
+            await conn.execute(_event_row(two.id, sender, newest + 500))
             await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser
             listening = asyncio.create_task(
                 collect(
