@@ -592,14 +592,13 @@ async def latest_event_ids(db: Database, invite_ids: Sequence[int]) -> dict[int,
     return {int(invite_id): int(event_id) for invite_id, event_id in rows}
 
 
-async def last_event_id(db: Database, sender_id: str) -> int:
-    """The newest event id of this sender (0 when there is none)."""
+async def last_event_id(db: Database, sender_id: str | None = None) -> int:
+    """The newest event id of this sender, or of anyone without one (0 when there is none)."""
+    query = select(func.max(invite_events.c.id))
+    if sender_id is not None:
+        query = query.where(invite_events.c.sender_id == sender_id)
     async with db.read() as conn:
-        value = (
-            await conn.execute(
-                select(func.max(invite_events.c.id)).where(invite_events.c.sender_id == sender_id)
-            )
-        ).scalar()
+        value = (await conn.execute(query)).scalar()
     return int(value or 0)
 
 
@@ -635,13 +634,6 @@ async def senders_with_events_after(db: Database, after_id: int) -> dict[str, in
     async with db.read() as conn:
         rows = (await conn.execute(query)).all()
     return {str(sender): int(newest) for sender, newest in rows}
-
-
-async def newest_event_id(db: Database) -> int:
-    """The newest event id of anyone (0 when there is none)."""
-    async with db.read() as conn:
-        value = (await conn.execute(select(func.max(invite_events.c.id)))).scalar()
-    return int(value or 0)
 
 
 # --- the outbox and the sweeper's reads --------------------------------------------------

@@ -144,7 +144,7 @@ class Hub:
         it is the periodic check's business."""
         floor: int | None = None
         try:
-            floor = await asyncio.wait_for(transitions.newest_event_id(self.db), START_SECONDS)
+            floor = await asyncio.wait_for(transitions.last_event_id(self.db), START_SECONDS)
         except Exception as exc:  # the web serves without it; the check retries
             log.warning("live check starts without a floor", extra={"error": repr(exc)})
         self._tasks = [
@@ -232,7 +232,7 @@ class Hub:
             started = time.monotonic()
             try:
                 if floor is None:  # the database was away at start: anything may be missed
-                    floor = await self._bounded_read(transitions.newest_event_id(self.db))
+                    floor = await self._bounded_read(transitions.last_event_id(self.db))
                     self._ring_all()
                     catch_up_at = self._catch_up_time()
                     continue

@@ -20,7 +20,7 @@ from app import invites as transitions
 from app.config import Settings
 from app.db import Database
 from app.invites import Invite
-from app.live import Hub, PausedCheck, Wakeup, announce, sender_channel
+from app.live import Hub, PausedCheck, announce, sender_channel
 from app.models import invite_events
 from tests.conftest import BACKEND, drain, process_env
 from tests.helpers import post_invite
@@ -319,10 +319,6 @@ async def _invites_of_ana_and_bia(db: Database) -> tuple[Invite, Invite]:
     return created[0].invite, created[1].invite
 
 
-async def _rang_within(wakeup: Wakeup, seconds: float) -> bool:
-    return await wakeup.wait(seconds)
-
-
 async def test_the_hub_rings_only_the_senders_with_unannounced_events(
     settings: Settings, db: Database, redis: Redis
 ) -> None:
@@ -338,8 +334,8 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
             await for_bia.wait(0.01)
             await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
 
-            assert await _rang_within(for_ana, 2.0)
-            assert not await _rang_within(for_bia, 0.5)
+            assert await for_ana.wait(2.0)
+            assert not await for_bia.wait(0.5)
     finally:
         await hub.close()
 
@@ -357,13 +353,13 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
     try:
         with hub.subscribe("ana") as for_ana:
             await _until_the_hub_listens(redis)
-            newest = await transitions.newest_event_id(db)
+            newest = await transitions.last_event_id(db)
             await _write_event(db, bia.id, "bia", newest + 1000)  # the newer id, first
             await asyncio.sleep(0.4)  # checks have seen it
             await for_ana.wait(0.01)
             await _write_event(db, ana.id, "ana", newest + 500)  # the older id, late
 
-            assert await _rang_within(for_ana, 2.0)
+            assert await for_ana.wait(2.0)
     finally:
         await hub.close()
 
@@ -375,7 +371,7 @@ async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
     """The floor read at start cannot trail: a lower id that commits after it is found by the
     one catch-up ring a settle time after start (each stream re-reads from its own cursor)."""
     ana, bia = await _invites_of_ana_and_bia(db)
-    newest = await transitions.newest_event_id(db)
+    newest = await transitions.last_event_id(db)
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
     try:
         with hub.subscribe("ana") as for_ana:
@@ -386,7 +382,7 @@ async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
             await _until_the_hub_listens(redis)
             await for_ana.wait(0.01)  # the ring every stream gets when the hub subscribes
 
-            assert await _rang_within(for_ana, 3.0)
+            assert await for_ana.wait(3.0)
     finally:
         await hub.close()
 
@@ -405,7 +401,7 @@ async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
         one = await transitions.get_invite_by_public_id(db, first["id"])
         two = await transitions.get_invite_by_public_id(db, second["id"])
         assert one is not None and two is not None
-        newest = await transitions.newest_event_id(db)
+        newest = await transitions.last_event_id(db)
         async with db.write() as conn:  # the second invite's change, not yet committed
             await conn.execute(_event_row(two.id, sender, newest + 500))
             await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser
