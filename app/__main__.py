@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 def _oncall(args: argparse.Namespace) -> int:
     import logging
 
-    from app import oncall
     from app.logs import configure_logging
+    from app.oncall import commands as oncall
     from app.status import Status
 
     # stdout is for the person; JSON warnings and errors go to stderr.

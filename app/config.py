@@ -99,10 +99,6 @@ class Settings:
     alarm_check_seconds: float
     ops_token: str | None
 
-    @property
-    def is_dev(self) -> bool:
-        return self.app_env == "development"
-
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
         steps = self.retry_backoff_seconds

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,11 +18,6 @@ from app.batching import Batcher, Operation
 
 A = TypeVar("A")
 T = TypeVar("T")
-Work = Callable[[AsyncConnection], Awaitable[T]]
-
-
-async def _each(conn: AsyncConnection, works: Sequence[Work[Any]]) -> list[Any]:
-    return [await work(conn) for work in works]
 
 
 class Database:
@@ -31,7 +26,7 @@ class Database:
     On SQLite, writers take the lock up front (``BEGIN IMMEDIATE``) so that a transaction
     never fails half-way when it upgrades from reading to writing; readers never block in WAL.
 
-    The hot paths write through ``write_many``/``write_batched`` (group commit): concurrent
+    The hot paths write through ``write_many`` (group commit): concurrent
     callers share one durable transaction, and each returns only after it committed.
     """
 
@@ -67,10 +62,6 @@ class Database:
         all of them); the result is this caller's, returned after the commit.
         """
         return await self._group_commit.run(operation, argument)
-
-    async def write_batched(self, work: Work[T]) -> T:
-        """Group commit for one caller's statements: ``work(conn)``, committed with others'."""
-        return await self._group_commit.run(_each, work)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

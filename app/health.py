@@ -18,10 +18,10 @@ from arq.constants import default_queue_name
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
 from app.heartbeat import live_workers
-from app.invites import utcnow
 from app.models import invite_events, invites
 from app.status import Status
 

@@ -25,7 +25,7 @@ from email.utils import formataddr, formatdate, parseaddr
 import aiosmtplib
 
 from app.config import Settings, SmtpSettings
-from app.invites import Invite
+from app.records import Invite
 
 log = logging.getLogger(__name__)
 

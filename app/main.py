@@ -19,31 +19,35 @@ from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 
 from app.alarms import monitor_forever
+from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
-from app.live import Announcer, Hub, PausedCheck
+from app.live.hub import Hub
+from app.live.paused import PausedCheck
+from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
+from app.oncall import page as ops
 from app.queue import Publisher
-from app.web import events, health, invites, mailbox, ops
+from app.web import events, health, invites, mailbox
 from app.web.common import error_response
-from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
-from app.web.headers import SecurityHeadersMiddleware, add_security_headers
-from app.web.limits import BodyLimitMiddleware
-from app.web.middleware import CorrelationIdMiddleware
+from app.web.middleware.body_limit import BodyLimitMiddleware
+from app.web.middleware.correlation import CorrelationIdMiddleware
+from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
+from app.web.middleware.proxy_headers import TrustedProxyHeadersMiddleware
+from app.web.middleware.security_headers import SecurityHeadersMiddleware, add_security_headers
+from app.web.middleware.sessions import SchemeAwareSessionMiddleware
 from app.web.present import (
     CONNECTION_LOST,
     PAUSED_NOTICE,
     RECONNECTING,
     announcement,
     describe,
-    duration,
     event_text,
     local_datetime,
     local_time,
     seconds_until_slow,
 )
-from app.web.proxy import SchemeAwareSessionMiddleware, TrustedProxyHeadersMiddleware
 from app.web.static import StaticAssets
 
 ROOT = Path(__file__).resolve().parent.parent

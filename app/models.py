@@ -1,7 +1,7 @@
 """Tables: invites, their append-only event history, and the outbox of jobs to enqueue.
 
 SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
-``app.invites`` are conditional UPDATEs whose row counts mean something.
+``app.transitions`` are conditional UPDATEs whose row counts mean something.
 """
 
 from __future__ import annotations

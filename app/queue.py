@@ -1,16 +1,19 @@
-"""Putting attempts on the arq queue: one job id per outbox row, and the outbox relay.
+"""Putting attempts on the arq queue: one ``Publisher`` for every caller, and the outbox relay.
 
 A job id that repeats can make a retry a silent no-op (arq refuses an id whose job or result
 still exists). Each outbox row is one request to run one attempt, so the job id names the
 invite, the attempt and the outbox row: a new attempt, or a re-publish after a lost job,
 always gets a new id. ``enqueue_job`` returning ``None`` is never taken as success.
+
+There is one way in: ``Publisher`` (the web, the worker, the operator's retry, the CLI and the
+relay all use it), which enqueues concurrent callers' jobs in one round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from datetime import timedelta
 
@@ -18,17 +21,13 @@ from arq.connections import ArqRedis
 from arq.constants import job_key_prefix, result_key_prefix
 from arq.jobs import Job, JobStatus, serialize_job
 from arq.utils import timestamp_ms, to_unix_ms
+from redis.exceptions import RedisError
 
 from app.batching import Batcher
+from app.clock import utcnow
 from app.db import Database
-from app.invites import (
-    Change,
-    OutboxEntry,
-    mark_published,
-    outbox_entry_of,
-    unpublished_outbox,
-    utcnow,
-)
+from app.outbox import mark_published, outbox_entry_of, unpublished_outbox
+from app.records import Change, OutboxEntry
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +41,6 @@ class EnqueueError(RuntimeError):
 
 def job_id_for(entry: OutboxEntry) -> str:
     return f"convite:{entry.public_id}:{entry.attempt}:{entry.id}"
-
-
-async def enqueue_attempt(redis: ArqRedis, entry: OutboxEntry) -> str:
-    """Put one attempt on the queue, deferred until it is due; return the job id."""
-    job_id = job_id_for(entry)
-    job = await redis.enqueue_job(
-        SEND_FUNCTION,
-        entry.public_id,
-        entry.attempt,
-        entry.correlation_id,
-        _job_id=job_id,
-        _defer_until=entry.available_at if entry.available_at > utcnow() else None,
-    )
-    if job is None:
-        await _check_refused(redis, job_id)
-    return job_id
 
 
 async def _check_refused(redis: ArqRedis, job_id: str) -> None:
@@ -128,12 +111,13 @@ async def enqueue_attempts(
 
 
 class Publisher:
-    """The fast path after a commit: concurrent callers' attempts enqueued in one round trip.
+    """Concurrent callers' attempts enqueued in one round trip, right after their commit.
 
     ``publish`` returns once the job is in Redis; a failure raises and leaves the row to the
-    outbox relay. Marking the outbox row published is bookkeeping, not a promise to anyone:
-    it rides along with the next group commit instead of making the caller wait for one
-    (if it is lost, the relay re-publishes and arq refuses the duplicate job id).
+    outbox relay (``publish_or_leave`` logs it instead). Marking the outbox row published is
+    bookkeeping, not a promise to anyone: it rides along with the next group commit instead of
+    making the caller wait for one (if it is lost, the relay re-publishes and arq refuses the
+    duplicate job id). ``close`` waits for that bookkeeping.
     """
 
     def __init__(self, db: Database, redis: ArqRedis) -> None:
@@ -144,14 +128,29 @@ class Publisher:
         self._marking: set[asyncio.Task[None]] = set()
 
     async def publish(self, change: Change) -> str | None:
+        """Enqueue the job the transition asked for (``None``: it asked for none)."""
         entry = outbox_entry_of(change)
-        if entry is None:
-            return None
+        return None if entry is None else await self.publish_entry(entry)
+
+    async def publish_entry(self, entry: OutboxEntry) -> str:
         job_id = await self._batcher.run(enqueue_attempts, entry)
         task = asyncio.create_task(self._mark_published(entry, job_id))
         self._marking.add(task)
         task.add_done_callback(self._marking.discard)
         return job_id
+
+    async def publish_or_leave(self, changes: Iterable[Change | None]) -> None:
+        """``publish`` each change; a Redis outage is logged, and the relay publishes later."""
+        await asyncio.gather(*(self._publish_or_leave(c) for c in changes if c is not None))
+
+    async def _publish_or_leave(self, change: Change) -> None:
+        try:
+            await self.publish(change)
+        except (RedisError, OSError, EnqueueError) as exc:
+            log.warning(
+                "enqueue failed; the outbox relay will publish",
+                extra={"invite": change.invite.public_id, "error": repr(exc)},
+            )
 
     async def _mark_published(self, entry: OutboxEntry, job_id: str) -> None:
         try:
@@ -167,33 +166,31 @@ class Publisher:
         await asyncio.gather(*self._marking)
 
 
-async def publish(db: Database, redis: ArqRedis, entry: OutboxEntry) -> str:
-    """Enqueue the outbox row's attempt and mark the row published."""
-    job_id = await enqueue_attempt(redis, entry)
-    await mark_published(db, entry.id, job_id)
-    return job_id
-
-
-async def relay_outbox(db: Database, redis: ArqRedis, *, grace_seconds: float = 2.0) -> int:
+async def relay_outbox(db: Database, publisher: Publisher, *, grace_seconds: float = 2.0) -> int:
     """Publish outbox rows the request's fast path did not (Redis was down, the web crashed).
 
     Rows younger than ``grace_seconds`` are left to the fast path that is likely publishing them
-    right now. Returns how many rows were published.
+    right now. Returns how many rows were published; the first failure is raised after the
+    others were tried.
     """
     entries = await unpublished_outbox(db, utcnow() - timedelta(seconds=grace_seconds))
-    published = 0
-    for entry in entries:
-        await publish(db, redis, entry)
-        published += 1
-        log.info(
-            "outbox row published by the relay",
-            extra={
-                "invite": entry.public_id,
-                "attempt": entry.attempt,
-                "correlation_id": entry.correlation_id,
-            },
-        )
-    return published
+    outcomes = await asyncio.gather(
+        *(publisher.publish_entry(entry) for entry in entries), return_exceptions=True
+    )
+    failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        if not isinstance(outcome, BaseException):
+            log.info(
+                "outbox row published by the relay",
+                extra={
+                    "invite": entry.public_id,
+                    "attempt": entry.attempt,
+                    "correlation_id": entry.correlation_id,
+                },
+            )
+    if failures:
+        raise failures[0]
+    return len(entries)
 
 
 async def job_is_live(redis: ArqRedis, job_id: str) -> bool:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import cast
 
@@ -194,13 +193,3 @@ async def open_stream_slot(redis: Redis, sender_id: str, limit: int) -> StreamSl
         log.info("stream limit reached", extra={"limit": limit})
         raise TooManyStreams()
     return StreamSlot(redis, sender_id, member)
-
-
-@asynccontextmanager
-async def stream_slot(redis: Redis, sender_id: str, limit: int = 10) -> AsyncIterator[StreamSlot]:
-    """``async with stream_slot(redis, sender):`` holds one slot for the body's duration."""
-    slot = await open_stream_slot(redis, sender_id, limit)
-    try:
-        yield slot
-    finally:
-        await slot.release()

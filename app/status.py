@@ -6,15 +6,13 @@ from enum import StrEnum
 class Status(StrEnum):
     PENDENTE = "pendente"  # accepted, waiting for a worker (also between retries)
     ENVIANDO = "enviando"  # a worker claimed it and is sending now
-    ENVIADO = "enviado"  # the mail server accepted the message; final
+    ENVIADO = "enviado"  # the mail server accepted the message
     FALHOU = "falhou"  # permanent failure or attempts exhausted; `error` says why
     INCERTO = "incerto"  # a worker died mid-send; never re-sent automatically
 
 
 #: States the person may ask to send again.
 RESENDABLE = (Status.FALHOU, Status.INCERTO)
-#: States in which the invite still waits for a worker's verdict.
-IN_FLIGHT = (Status.PENDENTE, Status.ENVIANDO)
 
 
 class FailureClass(StrEnum):

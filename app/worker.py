@@ -12,18 +12,16 @@ import os
 import socket
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from arq import cron, func
-from arq.connections import ArqRedis, RedisSettings
+from arq.connections import RedisSettings
 
-from app import invites as transitions
+from app import queries, transitions
 from app.config import Settings, load_settings
 from app.db import Database
 from app.heartbeat import beat, forget
-from app.invites import Change, Invite
-from app.live import Announcer, announce
+from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.mailer import (
     Mailer,
@@ -34,32 +32,21 @@ from app.mailer import (
     build_message,
 )
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
-from app.queue import SEND_FUNCTION, job_is_live, publish, relay_outbox
+from app.queue import SEND_FUNCTION, Publisher
+from app.records import Change, Invite
 from app.status import Status
+from app.sweep import LEASE_EXPIRED_REASON
+from app.sweep import reconcile as sweep
 
 log = logging.getLogger("app.worker")
 
-LEASE_EXPIRED_REASON = (
-    "O envio foi interrompido no meio e não conseguimos confirmar se o e-mail saiu."
-)
 STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será retomado."
-PENDING_GRACE_SECONDS = 5.0
-
-
-async def _publish_outbox(ctx: dict[str, Any], change: Change | None) -> None:
-    """Fast path for a retry scheduled by a transition; the relay covers a failure here."""
-    entry = transitions.outbox_entry_of(change) if change is not None else None
-    if entry is None:
-        return
-    try:
-        await publish(ctx["db"], ctx["redis"], entry)
-    except Exception:
-        log.exception("could not enqueue the next attempt; the outbox relay will")
 
 
 async def _record(ctx: dict[str, Any], change: Change | None) -> None:
+    """Wake the sender's pages; enqueue the next attempt if the transition asked for one."""
     await ctx["announcer"].announce(change)
-    await _publish_outbox(ctx, change)
+    await ctx["publisher"].publish_or_leave([change])
 
 
 async def _after_transient(
@@ -102,7 +89,7 @@ async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgres
 async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
     if change is None or change.invite.status != Status.ENVIADO or change.invite.sent_at is None:
         return
-    started = await transitions.round_started_at(ctx["db"], change.invite)
+    started = await queries.round_started_at(ctx["db"], change.invite)
     latency = (change.invite.sent_at - started).total_seconds()
     await observe(ctx["redis"], ACCEPTED_TO_SENT, max(0.0, latency))
 
@@ -159,24 +146,9 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
 
 
 async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
-    """One sweep: publish the outbox, expire leases, re-enqueue pending rows whose job is gone."""
-    db: Database = ctx["db"]
-    redis: ArqRedis = ctx["redis"]
-    published = await relay_outbox(db, redis)
-    expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
-    await announce(redis, expired)
-    due_before = transitions.utcnow() - timedelta(seconds=PENDING_GRACE_SECONDS)
-    lost = [
-        invite
-        for invite, job_id in await transitions.overdue_pending(db, due_before)
-        if job_id is None or not await job_is_live(redis, job_id)
-    ]
-    for outbox_id in await transitions.requeue(db, lost):
-        await publish(db, redis, await transitions.outbox_entry(db, outbox_id))
-    report = {"published": published, "uncertain": len(expired), "requeued": len(lost)}
-    if any(report.values()):
-        log.info("reconciled", extra=report)
-    return report
+    """The arq cron around one sweep (``app.sweep.reconcile``)."""
+    done = await sweep(ctx["db"], ctx["redis"], ctx["publisher"], ctx["announcer"])
+    return vars(done)
 
 
 async def _heartbeat_forever(ctx: dict[str, Any]) -> None:
@@ -194,6 +166,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["db"] = Database(settings.database_url)
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
     ctx["announcer"] = Announcer(ctx["redis"])
+    ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     await beat(ctx["redis"], ctx["worker_id"])
     ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))
@@ -206,8 +179,9 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         task.cancel()
     if "worker_id" in ctx:
         await forget(ctx["redis"], ctx["worker_id"])
-    if "mailer" in ctx:
-        await ctx["mailer"].close()
+    for part in ("publisher", "announcer", "mailer"):
+        if part in ctx:
+            await ctx[part].close()
     if "db" in ctx:
         await ctx["db"].dispose()
     log.info("worker stopped", extra={"worker_id": ctx.get("worker_id")})

@@ -13,12 +13,12 @@ from playwright.sync_api import BrowserContext, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from redis.asyncio import Redis
 
-from app import invites as transitions
+from app import transitions
 from app.config import Settings
 from app.db import Database
-from app.live import announce
-from app.worker import LEASE_EXPIRED_REASON
+from app.sweep import LEASE_EXPIRED_REASON
 from e2e.conftest import SLOW_AFTER_SECONDS, Stack
+from tests.helpers import announce
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e

@@ -10,12 +10,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 from sqlalchemy import func, select
 
 from app.config import Settings
 from app.db import Database
-from app.invites import Invite, get_invite_by_public_id, invite_history
+from app.live.wakeups import Announcer
 from app.models import invites
+from app.queries import invite_history
+from app.records import Change, Invite, record_from
 from app.status import Status
 
 JSON = {"Accept": "application/json"}
@@ -54,14 +57,22 @@ async def post_invite(
     return data
 
 
-async def invite(db: Database, public_id: str) -> Invite:
-    found = await get_invite_by_public_id(db, public_id)
-    assert found is not None
-    return found
+async def invite_row(db: Database, public_id: str) -> Invite:
+    """The invite as the database has it now, whoever sent it."""
+    async with db.read() as conn:
+        row = (await conn.execute(select(invites).where(invites.c.public_id == public_id))).one()
+    return record_from(Invite, row)
+
+
+async def announce(redis: Redis, changes: list[Change | None]) -> None:
+    """Wake the senders' pages for ``changes``, as the worker and the sweep do."""
+    announcer = Announcer(redis)
+    await announcer.announce_all(changes)
+    await announcer.close()
 
 
 async def statuses(db: Database, public_id: str) -> list[tuple[str, int]]:
-    found = await invite(db, public_id)
+    found = await invite_row(db, public_id)
     return [(event.status.value, event.attempt) for event in await invite_history(db, found.id)]
 
 
@@ -70,7 +81,7 @@ async def wait_for_status(
 ) -> Invite:
     deadline = time.monotonic() + timeout
     while True:
-        found = await invite(db, public_id)
+        found = await invite_row(db, public_id)
         if found.status in wanted:
             return found
         if time.monotonic() > deadline:

@@ -11,14 +11,15 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import update
 
-from app import invites as transitions
+from app import transitions
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
 from app.heartbeat import beat
 from app.models import outbox
 from app.status import Status
 from tests.conftest import drain, process_env
-from tests.helpers import invite, post_invite
+from tests.helpers import invite_row, post_invite
 from tests.services import ScriptedSmtp, free_port
 
 
@@ -66,9 +67,7 @@ async def test_reconcile_publishes_a_forgotten_outbox_row_and_says_so(
         db, sender_id="s", email="ana@exemplo.com", name=None, correlation_id="c-1"
     )
     async with db.write() as conn:  # the request that wrote it died before enqueueing
-        await conn.execute(
-            update(outbox).values(created_at=transitions.utcnow() - timedelta(minutes=1))
-        )
+        await conn.execute(update(outbox).values(created_at=utcnow() - timedelta(minutes=1)))
 
     result = run(settings, "reconcile")
 
@@ -92,9 +91,9 @@ async def test_retry_sends_again_only_the_failures_whose_reason_matches(
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("1 convite voltou para a fila.")
     assert ids["550"] in result.stdout
-    retried = await invite(db, ids["550"])
+    retried = await invite_row(db, ids["550"])
     assert (retried.status, retried.attempt) == (Status.PENDENTE, 2)
-    assert (await invite(db, ids["554"])).status == Status.FALHOU
+    assert (await invite_row(db, ids["554"])).status == Status.FALHOU
 
 
 def test_retry_refuses_a_status_that_cannot_be_sent_again(settings: Settings) -> None:

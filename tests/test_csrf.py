@@ -12,9 +12,9 @@ from jinja2 import Environment
 from app.config import Settings
 from app.db import Database
 from app.status import Status
-from app.web.csrf import csrf_field
+from app.web.middleware.csrf import csrf_field
 from tests.conftest import drain
-from tests.helpers import JSON, api_headers, csrf_token, invite, invite_count, page_token
+from tests.helpers import JSON, api_headers, csrf_token, invite_count, invite_row, page_token
 from tests.services import ScriptedSmtp
 
 
@@ -130,7 +130,7 @@ async def test_resend_without_the_token_is_refused_and_the_invite_stays_falhou(
     response = await client.post(f"/convites/{created.json()['id']}/reenviar", headers=JSON)
 
     assert response.status_code == 403
-    assert (await invite(db, created.json()["id"])).status == Status.FALHOU
+    assert (await invite_row(db, created.json()["id"])).status == Status.FALHOU
 
 
 def test_a_fragment_rendered_without_a_request_has_no_empty_token_field() -> None:

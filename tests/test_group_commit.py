@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -13,10 +14,12 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
-from app.invites import OutboxEntry, claim_for_sending, create_invite, utcnow
 from app.queue import SEND_FUNCTION, enqueue_attempts, job_id_for
+from app.records import OutboxEntry
+from app.transitions import claim_for_sending, create_invite
 
 
 def count_commits(db: Database) -> list[int]:
@@ -57,8 +60,9 @@ async def test_concurrent_invites_share_commits_and_each_is_durable_when_it_retu
 
 
 async def test_a_failing_caller_fails_alone_not_its_batch(db: Database) -> None:
-    async def broken(conn: AsyncConnection) -> None:
+    async def broken(conn: AsyncConnection, arguments: Sequence[None]) -> list[None]:
         await conn.execute(text("INSERT INTO invites (id) VALUES (NULL)"))  # NOT NULL columns
+        return [None] * len(arguments)
 
     async def good(n: int) -> Any:
         return await create_invite(
@@ -66,7 +70,7 @@ async def test_a_failing_caller_fails_alone_not_its_batch(db: Database) -> None:
         )
 
     results = await asyncio.gather(
-        *(good(n) for n in range(5)), db.write_batched(broken), *(good(n) for n in range(5, 10)),
+        *(good(n) for n in range(5)), db.write_many(broken, None), *(good(n) for n in range(5, 10)),
         return_exceptions=True,
     )  # fmt: skip
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from app.config import Settings
-from app.web.headers import CONTENT_SECURITY_POLICY
+from app.web.middleware.security_headers import CONTENT_SECURITY_POLICY
 from tests.helpers import JSON, client_for
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

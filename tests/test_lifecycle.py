@@ -8,14 +8,14 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import update
 
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
-from app.invites import utcnow
 from app.models import invites
 from app.queue import SEND_FUNCTION
 from app.status import Status
 from tests.conftest import drain
-from tests.helpers import JSON, api_headers, invite, post_invite, statuses
+from tests.helpers import JSON, api_headers, invite_row, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 
@@ -25,11 +25,11 @@ async def test_accepted_invite_is_pending_until_a_worker_sends_it(
     created = await post_invite(client, "ana@exemplo.com", "Ana")
     assert created["status"] == "pendente"
     assert "Recebemos, enviando…" in created["mensagem"]
-    assert (await invite(db, created["id"])).status == Status.PENDENTE
+    assert (await invite_row(db, created["id"])).status == Status.PENDENTE
 
     await drain(settings)
 
-    sent = await invite(db, created["id"])
+    sent = await invite_row(db, created["id"])
     assert sent.status == Status.ENVIADO and sent.sent_at is not None
     assert await statuses(db, created["id"]) == [("pendente", 1), ("enviando", 1), ("enviado", 1)]
     [message] = smtp.received
@@ -48,7 +48,7 @@ async def test_a_451_is_retried_and_the_history_shows_both_attempts(
 
     await drain(settings)
 
-    sent = await invite(db, created["id"])
+    sent = await invite_row(db, created["id"])
     assert (sent.status, sent.attempt) == (Status.ENVIADO, 2)
     assert await statuses(db, created["id"]) == [
         ("pendente", 1),
@@ -71,7 +71,7 @@ async def test_a_550_fails_at_once_with_a_reason_and_no_second_attempt(
 
     await drain(settings)
 
-    failed = await invite(db, created["id"])
+    failed = await invite_row(db, created["id"])
     assert (failed.status, failed.attempt) == (Status.FALHOU, 1)
     assert failed.error is not None and "550" in failed.error and "recusou" in failed.error
     assert smtp.data_started == 1
@@ -86,7 +86,7 @@ async def test_transient_failures_end_in_falhou_when_attempts_run_out(
 
     await drain(settings)
 
-    failed = await invite(db, created["id"])
+    failed = await invite_row(db, created["id"])
     assert (failed.status, failed.attempt) == (Status.FALHOU, settings.max_attempts)
     assert failed.error is not None and f"{settings.max_attempts} tentativas" in failed.error
     assert smtp.data_started == settings.max_attempts
@@ -96,7 +96,7 @@ async def test_a_job_delivered_twice_sends_one_email(
     client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp, redis: Redis
 ) -> None:
     created = await post_invite(client, "duas@exemplo.com")
-    found = await invite(db, created["id"])
+    found = await invite_row(db, created["id"])
     # The same attempt arrives again under another job id, as a redelivery would.
     from arq.connections import ArqRedis
 
@@ -108,7 +108,7 @@ async def test_a_job_delivered_twice_sends_one_email(
     await drain(settings)
 
     assert len(smtp.received) == 1
-    assert (await invite(db, created["id"])).status == Status.ENVIADO
+    assert (await invite_row(db, created["id"])).status == Status.ENVIADO
 
 
 async def test_retry_from_falhou_runs_while_the_old_attempts_result_is_kept(
@@ -117,7 +117,7 @@ async def test_retry_from_falhou_runs_while_the_old_attempts_result_is_kept(
     smtp.reply_next("550 5.7.1 Rejected")
     created = await post_invite(client, "de-novo@exemplo.com")
     await drain(settings)
-    assert (await invite(db, created["id"])).status == Status.FALHOU
+    assert (await invite_row(db, created["id"])).status == Status.FALHOU
     assert await redis.keys("arq:result:*"), "arq keeps the first attempt's result"
 
     response = await client.post(
@@ -127,7 +127,7 @@ async def test_retry_from_falhou_runs_while_the_old_attempts_result_is_kept(
     assert response.json()["status"] == "pendente"
     await drain(settings)
 
-    sent = await invite(db, created["id"])
+    sent = await invite_row(db, created["id"])
     assert (sent.status, sent.attempt) == (Status.ENVIADO, 2)
     assert len(smtp.received) == 1
 
@@ -162,7 +162,7 @@ async def test_a_double_click_on_resend_starts_one_attempt(
 
     assert sorted([first.status_code, second.status_code]) == [202, 409]
     await drain(settings)
-    assert (await invite(db, created["id"])).attempt == 2
+    assert (await invite_row(db, created["id"])).attempt == 2
     assert len(smtp.received) == 1
 
 
@@ -183,5 +183,5 @@ async def test_a_job_arq_dropped_without_running_our_code_is_requeued_by_the_swe
 
     await drain(settings)
 
-    assert (await invite(db, created["id"])).status == Status.ENVIADO
+    assert (await invite_row(db, created["id"])).status == Status.ENVIADO
     assert len(smtp.received) == 1

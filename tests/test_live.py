@@ -15,15 +15,17 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from app import heartbeat
-from app import invites as transitions
+from app import heartbeat, queries, transitions
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
-from app.invites import Invite
-from app.live import Hub, PausedCheck, announce, sender_channel
+from app.live.hub import Hub
+from app.live.paused import PausedCheck
+from app.live.wakeups import sender_channel
 from app.models import invite_events
+from app.records import Invite
 from tests.conftest import BACKEND, drain, process_env
-from tests.helpers import post_invite
+from tests.helpers import announce, invite_row, post_invite
 from tests.services import AppProcess, RedisServer, free_port, wait_for_port
 
 
@@ -145,7 +147,7 @@ async def listen_after_newest(
     **collecting: Any,
 ) -> tuple[int, asyncio.Task[list[Sse]]]:
     """Start a stream from the sender's newest event (as ``Last-Event-ID`` or ``?depois=``)."""
-    cursor = await transitions.last_event_id(db, await _sender(db, public_id))
+    cursor = await queries.last_event_id(db, await _sender(db, public_id))
     where: dict[str, Any] = (
         {"headers": {"Last-Event-ID": str(cursor)}} if header else {"params": {"depois": cursor}}
     )
@@ -155,7 +157,7 @@ async def listen_after_newest(
 
 
 async def _sender(db: Database, public_id: str) -> str:
-    invite = await transitions.get_invite_by_public_id(db, public_id)
+    invite = await invite_row(db, public_id)
     assert invite is not None
     return invite.sender_id
 
@@ -300,7 +302,7 @@ def _event_row(invite_id: int, sender_id: str, event_id: int) -> Any:
         sender_id=sender_id,
         status="enviando",
         attempt=1,
-        created_at=transitions.utcnow(),
+        created_at=utcnow(),
     )
 
 
@@ -353,7 +355,7 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
     try:
         with hub.subscribe("ana") as for_ana:
             await _until_the_hub_listens(redis)
-            newest = await transitions.last_event_id(db)
+            newest = await queries.last_event_id(db)
             await _write_event(db, bia.id, "bia", newest + 1000)  # the newer id, first
             await asyncio.sleep(0.4)  # checks have seen it
             await for_ana.wait(0.01)
@@ -371,7 +373,7 @@ async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
     """The floor read at start cannot trail: a lower id that commits after it is found by the
     one catch-up ring a settle time after start (each stream re-reads from its own cursor)."""
     ana, bia = await _invites_of_ana_and_bia(db)
-    newest = await transitions.last_event_id(db)
+    newest = await queries.last_event_id(db)
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=1.0)
     try:
         with hub.subscribe("ana") as for_ana:
@@ -398,10 +400,10 @@ async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
         first = await post_invite(client, "um@exemplo.com")
         second = await post_invite(client, "dois@exemplo.com")
         sender = await _sender(db, first["id"])
-        one = await transitions.get_invite_by_public_id(db, first["id"])
-        two = await transitions.get_invite_by_public_id(db, second["id"])
+        one = await invite_row(db, first["id"])
+        two = await invite_row(db, second["id"])
         assert one is not None and two is not None
-        newest = await transitions.last_event_id(db)
+        newest = await queries.last_event_id(db)
         async with db.write() as conn:  # the second invite's change, not yet committed
             await conn.execute(_event_row(two.id, sender, newest + 500))
             await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser

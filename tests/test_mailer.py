@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from app.config import Settings
-from app.invites import Invite
 from app.mailer import Mailer, SendProgress, TransientSendError, build_message
+from app.records import Invite
 from app.status import Status
 from tests.services import ScriptedSmtp, free_port
 

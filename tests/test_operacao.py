@@ -14,7 +14,7 @@ from app.db import Database
 from app.heartbeat import beat
 from app.status import Status
 from tests.conftest import drain, running_app
-from tests.helpers import JSON, invite, page_token, post_invite, statuses
+from tests.helpers import JSON, invite_row, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 TOKEN = "token-de-operacao-bem-comprido"
@@ -97,8 +97,8 @@ async def test_tentar_de_novo_sends_again_only_the_falhou_invites_with_that_reas
         ids += [(await post_invite(client, f"{name}@exemplo.com"))["id"] for name in emails]
         await drain(settings)
     smtp.always("250 OK")
-    blocked = (await invite(db, ids[0])).error
-    assert blocked is not None and (await invite(db, ids[1])).error == blocked
+    blocked = (await invite_row(db, ids[0])).error
+    assert blocked is not None and (await invite_row(db, ids[1])).error == blocked
     page = await ops.get("/operacao", headers=BEARER)
     assert page.text.count("Tentar de novo</button>") == 2
 
@@ -116,7 +116,7 @@ async def test_tentar_de_novo_sends_again_only_the_falhou_invites_with_that_reas
             ("enviando", 2),
             ("enviado", 2),
         ]
-    assert (await invite(db, ids[2])).status == Status.FALHOU
+    assert (await invite_row(db, ids[2])).status == Status.FALHOU
     assert len(smtp.received) == 2
     again = await ops.post(
         "/operacao/tentar-de-novo", data={"motivo": blocked}, headers={**BEARER, **JSON}

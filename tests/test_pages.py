@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from app import invites as transitions
+from app import queries, transitions
 from app.db import Database
-from tests.helpers import csrf_token, post_invite
+from tests.helpers import csrf_token, invite_row, post_invite
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -49,9 +49,9 @@ async def test_the_page_resumes_its_stream_from_the_newest_event_it_shows(
     client: httpx.AsyncClient, db: Database
 ) -> None:
     created = await post_invite(client, "ana@exemplo.com")
-    invite = await transitions.get_invite_by_public_id(db, created["id"])
+    invite = await invite_row(db, created["id"])
     assert invite is not None
-    newest = await transitions.last_event_id(db, invite.sender_id)
+    newest = await queries.last_event_id(db, invite.sender_id)
 
     page = (await client.get("/")).text
 

@@ -15,7 +15,7 @@ from app.db import Database
 from app.migrate import upgrade
 from app.status import Status
 from tests.conftest import app_client, make_settings, process_env, short_lease_settings
-from tests.helpers import invite, post_invite, wait_for_status
+from tests.helpers import invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
 
 
@@ -33,7 +33,7 @@ async def test_invites_wait_while_no_worker_runs_and_each_is_sent_once_when_one_
     created = [await post_invite(client, f"fila{i}@exemplo.com") for i in range(3)]
     await asyncio.sleep(1.0)
     for item in created:
-        assert (await invite(db, item["id"])).status == Status.PENDENTE
+        assert (await invite_row(db, item["id"])).status == Status.PENDENTE
 
     with AppProcess.worker(process_env(settings), tmp_path / "worker.log"):
         for item in created:
@@ -61,7 +61,7 @@ async def test_redis_down_during_post_still_accepts_and_sends_once_redis_is_back
     try:
         async with app_client(settings) as http:
             created = await post_invite(http, "sem-redis@exemplo.com")
-        assert (await invite(database, created["id"])).status == Status.PENDENTE
+        assert (await invite_row(database, created["id"])).status == Status.PENDENTE
 
         own_redis.start()
         with AppProcess.worker(process_env(settings), tmp_path / "worker.log"):
@@ -96,7 +96,7 @@ async def test_a_worker_killed_mid_send_leaves_the_invite_incerto_and_never_rese
             uncertain = await wait_for_status(database, created["id"], Status.INCERTO)
             await asyncio.sleep(3)
         assert "não conseguimos confirmar" in (uncertain.error or "")
-        assert (await invite(database, created["id"])).status == Status.INCERTO
+        assert (await invite_row(database, created["id"])).status == Status.INCERTO
         assert smtp.data_started == 1, "an incerto invite is never sent again on its own"
     finally:
         await database.dispose()
@@ -118,7 +118,7 @@ async def test_a_graceful_stop_never_leaves_an_invite_enviando(
             await wait_for_status(database, created["id"], Status.ENVIANDO)
             await asyncio.sleep(0.3)
             assert worker.stop(timeout=15) == 0
-        stopped = await invite(database, created["id"])
+        stopped = await invite_row(database, created["id"])
         assert stopped.status != Status.ENVIANDO
         smtp.stall(False)
 

@@ -16,11 +16,10 @@ from app.ratelimit import (
     STREAM_SLOT_SECONDS,
     TooManyStreams,
     open_stream_slot,
-    stream_slot,
 )
 from app.status import Status
 from tests.conftest import drain
-from tests.helpers import api_headers, client_for, invite, invite_count, page_token
+from tests.helpers import api_headers, client_for, invite_count, invite_row, page_token
 from tests.services import ScriptedSmtp, free_port
 
 
@@ -147,7 +146,7 @@ async def test_resending_counts_against_the_limit(
         )
 
     assert refused.status_code == 429 and refused.headers["retry-after"]
-    assert (await invite(db, created["id"])).status == Status.FALHOU
+    assert (await invite_row(db, created["id"])).status == Status.FALHOU
 
 
 async def test_with_redis_down_invites_are_still_accepted_and_the_pass_is_logged(
@@ -160,7 +159,7 @@ async def test_with_redis_down_invites_are_still_accepted_and_the_pass_is_logged
         )
 
     assert response.status_code == 202
-    assert (await invite(db, response.json()["id"])).status == Status.PENDENTE
+    assert (await invite_row(db, response.json()["id"])).status == Status.PENDENTE
     assert "rate limiter unavailable; request allowed" in caplog.text
 
 
@@ -179,9 +178,10 @@ async def test_a_sender_can_hold_only_so_many_open_streams(redis: Redis) -> None
 
 async def test_a_stream_slot_is_released_when_the_stream_ends(redis: Redis) -> None:
     for _ in range(3):
-        async with stream_slot(redis, "s1", limit=1):
-            with pytest.raises(TooManyStreams):
-                await open_stream_slot(redis, "s1", limit=1)
+        slot = await open_stream_slot(redis, "s1", limit=1)
+        with pytest.raises(TooManyStreams):
+            await open_stream_slot(redis, "s1", limit=1)
+        await slot.release()
 
 
 async def test_slots_of_a_dead_process_drop_out_but_refreshed_ones_stay(redis: Redis) -> None:
@@ -199,8 +199,9 @@ async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixt
     down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
     try:
         with caplog.at_level(logging.WARNING):
-            async with stream_slot(down, "s1", limit=1) as slot:
-                await slot.refresh()
+            slot = await open_stream_slot(down, "s1", limit=1)
+            await slot.refresh()
+            await slot.release()
     finally:
         await down.aclose()
     assert "stream limiter unavailable" in caplog.text

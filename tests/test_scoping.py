@@ -11,7 +11,7 @@ from app.config import Settings
 from app.db import Database
 from app.status import Status
 from tests.conftest import drain
-from tests.helpers import JSON, api_headers, invite, post_invite
+from tests.helpers import JSON, api_headers, invite_row, post_invite
 from tests.services import ScriptedSmtp
 
 
@@ -41,7 +41,7 @@ async def test_another_senders_invite_is_404_everywhere_and_never_listed(
     assert all("ana@exemplo.com" not in a.text for a in answers)
     assert answers[0].json()["erro"] == "Convite não encontrado."
     assert listed == [] and "ana@exemplo.com" not in page
-    assert (await invite(db, mine["id"])).status == Status.FALHOU  # the re-send changed nothing
+    assert (await invite_row(db, mine["id"])).status == Status.FALHOU  # the re-send changed nothing
 
 
 async def test_public_ids_are_random_not_row_numbers(client: httpx.AsyncClient) -> None:

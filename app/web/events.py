@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import anyio
@@ -21,25 +21,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from app import invites as transitions
+from app import queries
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
-from app.invites import Event, Invite
-from app.live import SETTLE_SECONDS, Hub, PausedCheck, Wakeup
+from app.live.hub import Hub, Wakeup
+from app.live.paused import PausedCheck
+from app.live.settle import StreamCursor
 from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
+from app.records import Invite
 from app.web.common import db_of, sender_id, settings_of, templates_of, too_many_requests
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 20
 PING_SECONDS = 15
 SEND_TIMEOUT_SECONDS = 10
 SHUTDOWN_GRACE_SECONDS = 1.0
 RECONNECT_MILLISECONDS = 1000
-# On PostgreSQL two transactions can commit their event rows out of id order (id 10 visible
-# before id 9). The cursor therefore only moves past events older than SETTLE_SECONDS; younger
-# ones are read again on the next pass, and those already sent are skipped. SQLite has one
-# writer at a time, so its ids are final at once.
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
 TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
@@ -92,8 +90,7 @@ class Stream:
         self.settings = settings_of(request)
         self.templates = templates_of(request)
         self.sender = sender_id(request)
-        self.cursor = cursor
-        self.sent_above_cursor: set[int] = set()
+        self.cursor = StreamCursor(cursor, exact=self.db.is_sqlite)
         self.slot: StreamSlot | None = None
         self.slot_refreshed = time.monotonic()
         self.paused_check: PausedCheck = request.state.paused
@@ -103,63 +100,31 @@ class Stream:
         self.shutdown = ShutdownBell()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
-        data = render_row(self.templates, invite, event_id, transitions.utcnow(), self.settings)
+        data = render_row(self.templates, invite, event_id, utcnow(), self.settings)
         return ServerSentEvent(data=data, event="convite", id=str(event_id))
 
     async def snapshot(self) -> list[ServerSentEvent]:
         """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
-        # The cursor is read before the rows: anything newer is sent again later, never lost.
-        self.cursor = await transitions.last_event_id(self.db, self.sender)
-        await self.trail_cursor()  # before the rows: what it marks as sent, they show
-        rows = await transitions.list_invites(self.db, self.sender, limit=PAGE_SIZE)
-        latest = await transitions.latest_event_ids(self.db, [row.id for row in rows])
-        return [self.row_event(row, latest.get(row.id, 0)) for row in reversed(rows)]
-
-    async def trail_cursor(self) -> None:
-        """On PostgreSQL, a snapshot's cursor is the sender's newest *settled* event.
-
-        A lower id can commit after a higher one was read (see ``SETTLE_SECONDS``). The younger
-        events already visible are shown by the snapshot, so they are marked as sent; one that
-        commits later under a lower id is still new and is sent when it arrives.
-
-        A stream resumed with ``Last-Event-ID`` starts after that id, as promised to the
-        browser: a lower id committing within the settle time around a reconnect could be
-        missed there (docs/live.md says so).
-        """
-        if self.db.is_sqlite or self.cursor is None:
-            return
-        horizon = transitions.utcnow() - timedelta(seconds=SETTLE_SECONDS)
-        settled, younger = await transitions.settled_event_ids(self.db, self.sender, horizon)
-        if settled >= self.cursor:
-            return
-        self.sent_above_cursor = {i for i in younger if i <= self.cursor}
-        self.cursor = settled
+        # The cursor is placed before the rows are read: what it counts as sent, they show, and
+        # anything newer is sent again later, never lost.
+        newest = await queries.last_event_id(self.db, self.sender)
+        await self.cursor.start_at_snapshot(self.db, self.sender, newest)
+        page = await queries.invite_page(self.db, self.sender)
+        return [
+            self.row_event(row, page.event_ids.get(row.id, 0)) for row in reversed(page.invites)
+        ]
 
     async def changes(self) -> list[ServerSentEvent]:
         """Each invite changed since the cursor, once, as it is now."""
-        assert self.cursor is not None
-        pairs = await transitions.events_since(self.db, self.sender, self.cursor)
+        assert self.cursor.position is not None
+        pairs = await queries.events_since(self.db, self.sender, self.cursor.position)
         newest: dict[int, tuple[int, Invite]] = {}
         for event, invite in pairs:
-            if event.id not in self.sent_above_cursor:
+            if self.cursor.is_new(event.id):
                 newest[invite.id] = (event.id, invite)
-        self._advance([event for event, _ in pairs])
+        self.cursor.advance([event for event, _ in pairs])
         ordered = sorted(newest.values(), key=lambda pair: pair[0])
         return [self.row_event(invite, event_id) for event_id, invite in ordered]
-
-    def _advance(self, events: list[Event]) -> None:
-        """Move the cursor past the settled prefix of ``events``; remember the rest as sent."""
-        horizon = transitions.utcnow() - timedelta(seconds=SETTLE_SECONDS)
-        settled = True
-        for event in events:
-            settled = settled and (self.db.is_sqlite or event.created_at <= horizon)
-            if settled:
-                self.cursor = event.id
-            else:
-                self.sent_above_cursor.add(event.id)
-        assert self.cursor is not None
-        cursor = self.cursor
-        self.sent_above_cursor = {i for i in self.sent_above_cursor if i > cursor}
 
     async def notice(self) -> ServerSentEvent | None:
         """The paused notice, when it changed since the last one this stream sent."""
@@ -186,7 +151,7 @@ class Stream:
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
-        if self.cursor is None:
+        if self.cursor.position is None:
             for event in await self.snapshot():
                 yield event
         rang = True

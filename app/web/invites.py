@@ -7,17 +7,17 @@ import logging
 import re
 from typing import Any
 
-from redis.exceptions import RedisError
 from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app import invites as transitions
-from app import ratelimit
-from app.invites import Change, Invite
-from app.live import Announcer, sending_paused
+from app import queries, ratelimit, transitions
+from app.clock import utcnow
+from app.live.paused import sending_paused
+from app.live.wakeups import Announcer
 from app.logs import correlation_id
-from app.queue import EnqueueError, Publisher
+from app.queue import Publisher
+from app.records import Change, Invite
 from app.status import RESENDABLE
 from app.validation import InvalidInvite, parse_invite
 from app.web.common import (
@@ -31,12 +31,10 @@ from app.web.common import (
     too_many_requests,
     wants_json,
 )
-from app.web.csrf import csrf_token
+from app.web.middleware.csrf import csrf_token
 from app.web.present import event_json, invite_json
 
 log = logging.getLogger(__name__)
-
-PAGE_SIZE = 20
 
 
 class BadBody(ValueError):
@@ -59,13 +57,7 @@ async def _read_body(request: Request) -> dict[str, Any]:
 async def _publish_fast(request: Request, change: Change) -> None:
     """Enqueue right after the commit; if Redis is down the outbox relay does it later."""
     publisher: Publisher = request.state.publisher
-    try:
-        await publisher.publish(change)
-    except (RedisError, OSError, EnqueueError) as exc:
-        log.warning(
-            "enqueue failed; the outbox relay will publish",
-            extra={"invite": change.invite.public_id, "error": str(exc)},
-        )
+    await publisher.publish_or_leave([change])
     announcer: Announcer = request.state.announcer
     await announcer.announce(change)
 
@@ -97,7 +89,7 @@ def _row_context(request: Request, invite: Invite, event_id: int) -> dict[str, A
     return {
         "invite": invite,
         "event_id": event_id,
-        "now": transitions.utcnow(),
+        "now": utcnow(),
         "settings": settings_of(request),
     }
 
@@ -178,19 +170,17 @@ async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str
 
 async def _list_context(request: Request, before: int | None = None) -> dict[str, Any]:
     """A page of "Meus convites" and what its live updates need to resume from it."""
-    db, sender, settings = db_of(request), sender_id(request), settings_of(request)
-    # The cursor is read before the rows, so the stream re-sends (never skips) what lands between.
-    cursor = await transitions.last_event_id(db, sender)
-    rows = await transitions.list_invites(db, sender, before=before, limit=PAGE_SIZE)
+    settings = settings_of(request)
+    page = await queries.invite_page(db_of(request), sender_id(request), before=before)
     return {
-        "invites": rows,
-        "event_ids": await transitions.latest_event_ids(db, [row.id for row in rows]),
-        "cursor": cursor,
+        "invites": page.invites,
+        "event_ids": page.event_ids,
+        "cursor": page.cursor,
         "first_page": before is None,
         "paused": await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
-        "now": transitions.utcnow(),
+        "now": utcnow(),
         "settings": settings,
-        "next_before": rows[-1].id if len(rows) == PAGE_SIZE else None,
+        "next_before": page.next_before,
     }
 
 
@@ -212,18 +202,16 @@ def _before(request: Request) -> int | None:
 
 
 async def list_mine(request: Request) -> Response:
-    """GET /convites: this sender's invites, newest first, in pages of ``PAGE_SIZE``."""
+    """GET /convites: this sender's invites, newest first, in pages of ``app.queries.PAGE_SIZE``."""
     before = _before(request)
     if wants_json(request):
-        rows = await transitions.list_invites(
-            db_of(request), sender_id(request), before=before, limit=PAGE_SIZE
-        )
-        next_before = rows[-1].id if len(rows) == PAGE_SIZE else None
-        now = transitions.utcnow()
-        settings = settings_of(request)
+        page = await queries.invite_page(db_of(request), sender_id(request), before=before)
+        now = utcnow()
+        slow_after = settings_of(request).slow_after_seconds
+        next_before = page.next_before
         return JSONResponse(
             {
-                "convites": [invite_json(row, now, settings.slow_after_seconds) for row in rows],
+                "convites": [invite_json(row, now, slow_after) for row in page.invites],
                 "proxima_pagina": f"/convites?antes={next_before}" if next_before else None,
                 # JSON clients send this back in X-CSRF-Token on every POST.
                 "csrf_token": csrf_token(request),
@@ -233,7 +221,7 @@ async def list_mine(request: Request) -> Response:
 
 
 async def _mine_or_404(request: Request) -> Invite | Response:
-    invite = await transitions.get_invite(
+    invite = await queries.get_invite(
         db_of(request), sender_id(request), request.path_params["public_id"]
     )
     if invite is None:
@@ -248,10 +236,10 @@ async def show(request: Request) -> Response:
         return invite
     db = db_of(request)
     # The stream's cursor is read before the row it resumes from (see _list_context).
-    cursor = await transitions.last_event_id(db, invite.sender_id)
-    invite = await transitions.get_invite(db, invite.sender_id, invite.public_id) or invite
-    history = await transitions.invite_history(db, invite.id)
-    now = transitions.utcnow()
+    cursor = await queries.last_event_id(db, invite.sender_id)
+    invite = await queries.get_invite(db, invite.sender_id, invite.public_id) or invite
+    history = await queries.invite_history(db, invite.id)
+    now = utcnow()
     settings = settings_of(request)
     if wants_json(request):
         body = invite_json(invite, now, settings.slow_after_seconds)

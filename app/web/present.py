@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from app.invites import Event, Invite
+from app.records import Event, Invite
 from app.status import Status
 
 DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
@@ -22,7 +22,7 @@ LABELS = {
 
 
 def local_time(moment: datetime | None) -> str:
-    """``14:05:09`` today, ``29/11 14:05`` on another day, in the display time zone."""
+    """``14:05:09``, in the display time zone."""
     if moment is None:
         return ""
     local = moment.astimezone(DISPLAY_TZ)
@@ -173,15 +173,3 @@ def event_json(event: Event) -> dict[str, Any]:
         "em": event.created_at.isoformat(),
         "descricao": event_text(event),
     }
-
-
-def duration(seconds: float | None) -> str:
-    """``8 s``, ``3 min 5 s``, ``2 h 10 min``: how long, for the operator page."""
-    if seconds is None:
-        return "—"
-    whole = int(seconds)
-    if whole < 60:
-        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s".replace(".", ",")
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    return f"{whole // 3600} h {whole % 3600 // 60} min"

@@ -1,11 +1,7 @@
-"""Wake-ups for the browser: every committed transition is announced on the sender's channel.
+"""Each web process's one Redis pub/sub connection, fanned out to the open streams by sender.
 
-The worker (and the web, for its own transitions) ``announce`` each change; each web process
-runs one ``Hub`` that listens to every sender's channel and rings the open streams of that
-sender (``app/web/events.py``).
-
-The message carries only the event id; the SSE stream reads the event rows from the database,
-which stays the single source of truth. A lost wake-up delays a screen update, never a fact.
+A message only rings the streams' doorbells (``Wakeup``); each stream then reads the event rows
+from the database (``app.web.events``).
 """
 
 from __future__ import annotations
@@ -14,44 +10,22 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Iterable, Iterator, Sequence
-from contextlib import nullcontext
+from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app import invites as transitions
-from app.batching import Batcher
+from app import queries
 from app.db import Database
-from app.heartbeat import live_workers
-from app.invites import Change
+from app.live.settle import SETTLE_SECONDS, TrailingFloor
+from app.live.wakeups import CHANNEL_PREFIX
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-CHANNEL_PREFIX = "convites:sender:"
 CLOSE_TIMEOUT_SECONDS = 5.0
-# On PostgreSQL two transactions can commit their event rows out of id order (id 10 visible
-# before id 9); within this many seconds of being written every event row is visible.
-SETTLE_SECONDS = 2.0
 START_SECONDS = 2.0
-
-
-def sender_channel(sender_id: str) -> str:
-    return CHANNEL_PREFIX + sender_id
-
-
-async def announce(redis: Redis, changes: Iterable[Change | None]) -> None:
-    """Publish each change on its sender's channel; a Redis outage is logged, not raised."""
-    for change in changes:
-        if change is None:
-            continue
-        try:
-            await redis.publish(sender_channel(change.invite.sender_id), str(change.event_id))
-        except (RedisError, OSError) as exc:
-            _not_announced(change, exc)
 
 
 class Wakeup:
@@ -79,35 +53,6 @@ class Wakeup:
             self._event.clear()
         rang, self._rang = self._rang, False
         return rang
-
-
-class PausedCheck:
-    """Whether sending is paused (no fresh worker heartbeat), shared by a process's streams.
-
-    Every open stream asks after each wake-up and the answer is the same for all of them, so
-    Redis is read at most once per ``max_age`` seconds per process, one reader at a time.
-    """
-
-    def __init__(self, redis: Redis, heartbeat_seconds: float, max_age: float = 1.0) -> None:
-        self.redis = redis
-        self.heartbeat_seconds = heartbeat_seconds
-        self.max_age = min(max_age, heartbeat_seconds / 2)
-        self._value: bool | None = None
-        self._read_at = 0.0
-        self._lock = asyncio.Lock()
-
-    def _fresh(self) -> bool:
-        return self._value is not None and time.monotonic() - self._read_at < self.max_age
-
-    async def __call__(self) -> bool:
-        if not self._fresh():
-            async with self._lock:
-                if not self._fresh():
-                    asked_at = time.monotonic()
-                    self._value = await sending_paused(self.redis, self.heartbeat_seconds)
-                    self._read_at = asked_at
-        assert self._value is not None
-        return self._value
 
 
 class Hub:
@@ -144,7 +89,7 @@ class Hub:
         it is the periodic check's business."""
         floor: int | None = None
         try:
-            floor = await asyncio.wait_for(transitions.last_event_id(self.db), START_SECONDS)
+            floor = await asyncio.wait_for(queries.last_event_id(self.db), START_SECONDS)
         except Exception as exc:  # the web serves without it; the check retries
             log.warning("live check starts without a floor", extra={"error": repr(exc)})
         self._tasks = [
@@ -214,32 +159,20 @@ class Hub:
                 await pubsub.aclose()
                 await client.aclose()
 
-    async def _check_forever(self, floor: int | None) -> None:
-        """Every ``check_seconds``, ring the senders with events above the floor.
-
-        On PostgreSQL an event can commit after a newer id is visible, so the floor trails:
-        it moves past the newest id of a read only once a later read has *started* at least
-        ``settle_seconds`` after it (every id below that newest was committed by then, and that
-        later read, still on the old floor, saw it). The floor taken at start (or after the
-        database came back) cannot trail: one ring of every stream, a settle time later, lets
-        each stream re-read from its own cursor instead.
-        """
-        seen: deque[tuple[float, int]] = deque()  # (read finished, newest id it saw)
-        catch_up_at = None if floor is None else self._catch_up_time()
-        previous_start: float | None = None
+    async def _check_forever(self, start_floor: int | None) -> None:
+        """Every ``check_seconds``, ring the senders with events above the floor
+        (``TrailingFloor``: on PostgreSQL it trails, see ``app.live.settle``)."""
+        floor = None if start_floor is None else self._floor(start_floor)
         while not self.closed:
             await asyncio.sleep(self.check_seconds)
             started = time.monotonic()
             try:
                 if floor is None:  # the database was away at start: anything may be missed
-                    floor = await self._bounded_read(transitions.last_event_id(self.db))
+                    floor = self._floor(await self._bounded_read(queries.last_event_id(self.db)))
                     self._ring_all()
-                    catch_up_at = self._catch_up_time()
                     continue
-                while seen and (self.db.is_sqlite or self._settled(seen[0][0], previous_start)):
-                    floor = max(floor, seen.popleft()[1])
                 newest = await self._bounded_read(
-                    transitions.senders_with_events_after(self.db, floor)
+                    queries.senders_with_events_after(self.db, floor.before_read())
                 )
             except asyncio.CancelledError:
                 raise
@@ -248,65 +181,12 @@ class Hub:
                 continue
             for sender_id in newest:
                 self._ring(sender_id)
-            if catch_up_at is not None and started >= catch_up_at:
+            if floor.catch_up_due(started):
                 self._ring_all()
-                catch_up_at = None
-            seen.append((time.monotonic(), max(newest.values(), default=floor)))
-            previous_start = started
+            floor.after_read(started, max(newest.values(), default=None))
 
-    def _settled(self, read_at: float, later_read_started: float | None) -> bool:
-        return (
-            later_read_started is not None and later_read_started - read_at >= self.settle_seconds
-        )
-
-    def _catch_up_time(self) -> float | None:
-        return None if self.db.is_sqlite else time.monotonic() + self.settle_seconds
+    def _floor(self, value: int) -> TrailingFloor:
+        return TrailingFloor(value, exact=self.db.is_sqlite, settle_seconds=self.settle_seconds)
 
     async def _bounded_read(self, read: Awaitable[T]) -> T:
         return await asyncio.wait_for(read, self.check_seconds + self.settle_seconds)
-
-
-async def sending_paused(redis: Redis, heartbeat_seconds: float) -> bool:
-    """True when no worker has beaten recently (or Redis, which carries the work, is down)."""
-    try:
-        return not await live_workers(redis, heartbeat_seconds)
-    except (RedisError, OSError) as exc:
-        log.warning("could not read worker heartbeats", extra={"error": str(exc)})
-        return True
-
-
-def _not_announced(change: Change, exc: Exception) -> None:
-    # The row and its event are committed; the hub's periodic check rings the open pages.
-    log.warning(
-        "could not announce a change",
-        extra={"invite": change.invite.public_id, "event_id": change.event_id, "error": str(exc)},
-    )
-
-
-async def _publish_each(redis: Redis, changes: Sequence[Change]) -> list[None]:
-    async with redis.pipeline(transaction=False) as pipe:
-        for change in changes:
-            pipe.publish(sender_channel(change.invite.sender_id), str(change.event_id))
-        await pipe.execute()
-    return [None] * len(changes)
-
-
-class Announcer:
-    """``announce`` for hot paths: concurrent callers' wake-ups go out in one pipeline.
-
-    Same promise as ``announce``: a Redis outage is logged, not raised.
-    """
-
-    def __init__(self, redis: Redis) -> None:
-        self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
-
-    async def announce(self, change: Change | None) -> None:
-        if change is None:
-            return
-        try:
-            await self._batcher.run(_publish_each, change)
-        except (RedisError, OSError) as exc:
-            _not_announced(change, exc)
-
-    async def close(self) -> None:
-        await self._batcher.close()

@@ -1,8 +1,8 @@
 """The on-call commands: ``python -m app status | reconcile | retry``.
 
-They use the same code as the web (``check_health``, the worker's ``reconcile``, the bulk
-retry of ``/operacao``), with their own short-lived database and Redis clients. Output is for
-a person in a terminal; ``status`` exits 0 when healthy and 1 when not, like ``/saude``.
+They use the same code as the web and the worker (``check_health``, the sweep, the bulk retry
+of ``/operacao``), with their own short-lived database, Redis, publisher and announcer. Output
+is for a person in a terminal; ``status`` exits 0 when healthy and 1 when not, like ``/saude``.
 """
 
 from __future__ import annotations
@@ -12,28 +12,42 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from arq.connections import ArqRedis
 
+from app.clock import duration
 from app.config import Settings
 from app.db import Database
 from app.health import Health, check_health, health_json
-from app.ops import retry_in_bulk
+from app.live.wakeups import Announcer
+from app.oncall.actions import retry_in_bulk
+from app.queue import Publisher
 from app.status import Status
-from app.web.present import duration
-from app.worker import reconcile
+from app.sweep import reconcile
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Stores:
+    db: Database
+    redis: ArqRedis
+    publisher: Publisher
+    announcer: Announcer
+
+
 @asynccontextmanager
-async def _stores(settings: Settings) -> AsyncIterator[tuple[Database, ArqRedis]]:
+async def _stores(settings: Settings) -> AsyncIterator[_Stores]:
     db = Database(settings.database_url)
     redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+    stores = _Stores(db, redis, Publisher(db, redis), Announcer(redis))
     try:
-        yield db, redis
+        yield stores
     finally:
+        await stores.publisher.close()
+        await stores.announcer.close()
         await redis.aclose()
         await db.dispose()
 
@@ -60,8 +74,8 @@ def _summary(health: Health) -> list[str]:
 
 
 async def _status(settings: Settings, as_json: bool) -> int:
-    async with _stores(settings) as (db, redis):
-        health = await check_health(settings, db, redis)
+    async with _stores(settings) as stores:
+        health = await check_health(settings, stores.db, stores.redis)
     if as_json:
         print(json.dumps(health_json(health), ensure_ascii=False, indent=2))
     else:
@@ -70,19 +84,21 @@ async def _status(settings: Settings, as_json: bool) -> int:
 
 
 async def _reconcile(settings: Settings) -> int:
-    async with _stores(settings) as (db, redis):
-        report = await reconcile({"settings": settings, "db": db, "redis": redis})
+    async with _stores(settings) as stores:
+        done = await reconcile(stores.db, stores.redis, stores.publisher, stores.announcer)
     print(
-        f"Reconciliação feita: {report['published']} do outbox para a fila, "
-        f"{report['uncertain']} viraram incerto (envio interrompido), "
-        f"{report['requeued']} pendentes sem job voltaram para a fila."
+        f"Reconciliação feita: {done.published} do outbox para a fila, "
+        f"{done.uncertain} viraram incerto (envio interrompido), "
+        f"{done.requeued} pendentes sem job voltaram para a fila."
     )
     return 0
 
 
 async def _retry(settings: Settings, status: Status, reason: str | None) -> int:
-    async with _stores(settings) as (db, redis):
-        changes = await retry_in_bulk(db, redis, status, reason_contains=reason)
+    async with _stores(settings) as stores:
+        changes = await retry_in_bulk(
+            stores.db, stores.publisher, stores.announcer, status, reason_contains=reason
+        )
     noun = "convite voltou" if len(changes) == 1 else "convites voltaram"
     print(f"{len(changes)} {noun} para a fila.")
     for change in changes:

@@ -12,7 +12,6 @@ import contextlib
 import ipaddress
 
 from starlette.datastructures import Headers
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -40,33 +39,3 @@ class TrustedProxyHeadersMiddleware:
             with contextlib.suppress(ValueError):  # absent or not an address: keep the peer's
                 scope["client"] = (str(ipaddress.ip_address(address)), 0)
         await self.app(scope, receive, send)
-
-
-class SchemeAwareSessionMiddleware:
-    """Starlette's signed-cookie sessions, with ``Secure`` whenever the request came by HTTPS.
-
-    ``always_secure`` (``HTTPS_ONLY_COOKIES``) sets it on every response, for deployments that
-    terminate TLS somewhere that does not say so.
-    """
-
-    def __init__(
-        self, app: ASGIApp, *, secret_key: str, cookie: str, max_age: int, always_secure: bool
-    ) -> None:
-        def make(secure: bool) -> SessionMiddleware:
-            return SessionMiddleware(
-                app,
-                secret_key=secret_key,
-                session_cookie=cookie,
-                max_age=max_age,
-                same_site="lax",
-                https_only=secure,
-            )
-
-        self.plain = make(always_secure)
-        self.secure = make(True)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("scheme") in ("https", "wss"):
-            await self.secure(scope, receive, send)
-        else:
-            await self.plain(scope, receive, send)

@@ -1,4 +1,4 @@
-"""Pure ASGI middleware (streaming-safe, so SSE passes through untouched)."""
+"""One correlation id per request, from the caller's ``X-Request-ID`` or new."""
 
 from __future__ import annotations
 

@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from app.clock import utcnow
 from app.config import Settings
 from app.health import check_health, health_json
-from app.invites import utcnow
 from app.metrics import SseConnections
-from app.ops import failed_by_reason, retry_in_bulk, uncertain_invites
+from app.oncall.actions import failed_by_reason, retry_in_bulk, uncertain_invites
 from app.status import Status
 from app.web.common import (
     db_of,
@@ -164,7 +164,13 @@ async def retry(request: Request) -> Response:
     reason = (await request.form()).get("motivo")
     if not isinstance(reason, str) or not reason:
         return error_response(request, 400, "Escolha um motivo.")
-    changes = await retry_in_bulk(db_of(request), request.state.redis, Status.FALHOU, reason=reason)
+    changes = await retry_in_bulk(
+        db_of(request),
+        request.state.publisher,
+        request.state.announcer,
+        Status.FALHOU,
+        reason=reason,
+    )
     if wants_json(request):
         return JSONResponse({"reenviados": len(changes)})
     return RedirectResponse(f"/operacao?reenviados={len(changes)}", status_code=303)

@@ -9,16 +9,14 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from arq.connections import ArqRedis
-from redis.exceptions import RedisError
 from sqlalchemy import func, select
 
-from app import invites as transitions
+from app import transitions
 from app.db import Database
-from app.invites import Change, Invite
-from app.live import announce
+from app.live.wakeups import Announcer
 from app.models import invites
-from app.queue import EnqueueError, publish
+from app.queue import Publisher
+from app.records import Change, Invite, record_from
 from app.status import Status
 
 log = logging.getLogger(__name__)
@@ -57,12 +55,13 @@ async def uncertain_invites(db: Database, limit: int = 100) -> list[Invite]:
     )
     async with db.read() as conn:
         rows = (await conn.execute(query)).all()
-    return [Invite.from_row(row) for row in rows]
+    return [record_from(Invite, row) for row in rows]
 
 
 async def retry_in_bulk(
     db: Database,
-    redis: ArqRedis,
+    publisher: Publisher,
+    announcer: Announcer,
     status: Status,
     *,
     reason: str | None = None,
@@ -74,16 +73,8 @@ async def retry_in_bulk(
     changes = await transitions.request_resend_many(
         db, status, reason=reason, reason_contains=reason_contains
     )
-    for change in changes:
-        assert change.outbox_id is not None
-        try:
-            await publish(db, redis, await transitions.outbox_entry(db, change.outbox_id))
-        except (RedisError, OSError, EnqueueError) as exc:
-            log.warning(
-                "enqueue failed; the outbox relay will publish",
-                extra={"invite": change.invite.public_id, "error": repr(exc)},
-            )
-    await announce(redis, changes)
+    await publisher.publish_or_leave(changes)
+    await announcer.announce_all(changes)
     log.info(
         "bulk retry",
         extra={"status": status.value, "reason": reason or reason_contains, "count": len(changes)},

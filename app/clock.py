@@ -1,0 +1,22 @@
+"""The one clock: aware UTC datetimes, so SQLite and PostgreSQL store the same instant; and how
+long something took, in the short words the operator page and the CLI print."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def duration(seconds: float | None) -> str:
+    """``8 s``, ``3 min 5 s``, ``2 h 10 min``: how long, for the operator page."""
+    if seconds is None:
+        return "—"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s".replace(".", ",")
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"

@@ -1,0 +1,115 @@
+"""The settle rule, in one place: on PostgreSQL, event ids can become visible out of order.
+
+Two transactions can commit their ``invite_events`` rows out of id order (id 10 visible before
+id 9). Within ``SETTLE_SECONDS`` of being written, every event row is visible. So whoever reads
+"everything after id N" moves N only past events that have settled, and remembers the younger
+ones it already handled:
+
+- ``StreamCursor``: an open stream's position (``app.web.events``);
+- ``TrailingFloor``: the live hub's floor for its check of lost wake-ups (``app.live.hub``).
+
+SQLite has one writer at a time, so its ids are final at once (``exact``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from app import queries
+from app.clock import utcnow
+from app.db import Database
+from app.records import Event
+
+SETTLE_SECONDS = 2.0
+
+
+def horizon() -> datetime:
+    """Events written at or before this instant are all visible."""
+    return utcnow() - timedelta(seconds=SETTLE_SECONDS)
+
+
+class StreamCursor:
+    """Where a stream has read to: ``position``, plus the younger ids it already sent."""
+
+    def __init__(self, position: int | None, *, exact: bool) -> None:
+        self.position = position
+        self.exact = exact
+        self.sent_above: set[int] = set()
+
+    async def start_at_snapshot(self, db: Database, sender_id: str, newest: int) -> None:
+        """A snapshot showed everything up to ``newest``: start at the newest *settled* event.
+
+        The younger events already visible are in the snapshot, so they count as sent; one that
+        commits later under a lower id is still new and is sent when it arrives.
+
+        A stream resumed with ``Last-Event-ID`` starts after that id, as promised to the
+        browser: a lower id committing within the settle time around a reconnect could be
+        missed there (docs/live.md says so).
+        """
+        self.position = newest
+        if self.exact:
+            return
+        settled, younger = await queries.settled_event_ids(db, sender_id, horizon())
+        if settled >= newest:
+            return
+        self.sent_above = {i for i in younger if i <= newest}
+        self.position = settled
+
+    def is_new(self, event_id: int) -> bool:
+        return event_id not in self.sent_above
+
+    def advance(self, events: Sequence[Event]) -> None:
+        """Move past the settled prefix of ``events`` (oldest first); remember the rest."""
+        limit = horizon()
+        settled = True
+        for event in events:
+            settled = settled and (self.exact or event.created_at <= limit)
+            if settled:
+                self.position = event.id
+            else:
+                self.sent_above.add(event.id)
+        position = self.position or 0
+        self.sent_above = {i for i in self.sent_above if i > position}
+
+
+class TrailingFloor:
+    """The hub's floor: every event id at or below it has been rung for.
+
+    It moves past the newest id of a read only once a later read has *started* at least
+    ``settle_seconds`` after it (every id below that newest was committed by then, and that
+    later read, still on the old floor, saw it). A floor freshly taken (at start, or after the
+    database came back) cannot trail like that: ``catch_up_due`` says when, a settle time
+    later, every stream should be rung once to re-read from its own cursor instead.
+    """
+
+    def __init__(self, value: int, *, exact: bool, settle_seconds: float) -> None:
+        self.value = value
+        self.exact = exact
+        self.settle_seconds = settle_seconds
+        self._seen: deque[tuple[float, int]] = deque()  # (read finished, newest id it saw)
+        self._previous_start: float | None = None
+        self._catch_up_at = None if exact else time.monotonic() + settle_seconds
+
+    def before_read(self) -> int:
+        """The floor for the read about to start."""
+        while self._seen and (self.exact or self._settled(self._seen[0][0])):
+            self.value = max(self.value, self._seen.popleft()[1])
+        return self.value
+
+    def after_read(self, started: float, newest: int | None) -> None:
+        self._seen.append((time.monotonic(), max(newest or 0, self.value)))
+        self._previous_start = started
+
+    def catch_up_due(self, started: float) -> bool:
+        """True once: the first read that started a settle time after the floor was taken."""
+        if self._catch_up_at is None or started < self._catch_up_at:
+            return False
+        self._catch_up_at = None
+        return True
+
+    def _settled(self, read_at: float) -> bool:
+        later = self._previous_start
+        return later is not None and later - read_at >= self.settle_seconds

@@ -1,0 +1,174 @@
+"""What the pages and the live feed read: a sender's page of invites, one invite's history, and
+the event feed. Reads only; every change goes through ``app.transitions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db import Database
+from app.models import invite_events, invites
+from app.records import Event, Invite, record_from
+from app.status import Status
+
+#: Invites on one page of "Meus convites" (and in a live stream's first snapshot).
+PAGE_SIZE = 20
+
+
+async def get_invite(db: Database, sender_id: str, public_id: str) -> Invite | None:
+    """The sender's invite, or ``None``: someone else's invite does not exist for them."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(invites).where(
+                    invites.c.public_id == public_id, invites.c.sender_id == sender_id
+                )
+            )
+        ).first()
+    return record_from(Invite, row) if row else None
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of a sender's invites, newest first, and where a live stream resumes from it."""
+
+    invites: list[Invite]
+    event_ids: dict[int, int]  # invite id → the newest event id, the version each row shows
+    cursor: int  # the sender's newest event id, read before the rows
+    next_before: int | None  # the ``?antes=`` of the next page, if there is one
+
+
+async def invite_page(
+    db: Database, sender_id: str, *, before: int | None = None, limit: int = PAGE_SIZE
+) -> Page:
+    """The sender's invites older than row ``before`` (or the newest), ``limit`` of them.
+
+    The cursor is read before the rows, so a stream that starts from it re-sends (never skips)
+    a change that lands in between.
+    """
+    query = select(invites).where(invites.c.sender_id == sender_id)
+    if before is not None:
+        query = query.where(invites.c.id < before)
+    async with db.read() as conn:
+        cursor = await _last_event_id(conn, sender_id)
+        rows = (await conn.execute(query.order_by(invites.c.id.desc()).limit(limit))).all()
+        found = [record_from(Invite, row) for row in rows]
+        event_ids = await _latest_event_ids(conn, [invite.id for invite in found])
+    next_before = found[-1].id if len(found) == limit else None
+    return Page(found, event_ids, cursor, next_before)
+
+
+async def _latest_event_ids(conn: AsyncConnection, invite_ids: Sequence[int]) -> dict[int, int]:
+    if not invite_ids:
+        return {}
+    query = (
+        select(invite_events.c.invite_id, func.max(invite_events.c.id))
+        .where(invite_events.c.invite_id.in_(list(invite_ids)))
+        .group_by(invite_events.c.invite_id)
+    )
+    rows = (await conn.execute(query)).all()
+    return {int(invite_id): int(event_id) for invite_id, event_id in rows}
+
+
+async def round_started_at(db: Database, invite: Invite) -> datetime:
+    """When the current round began: the 202, or the person's (or operator's) resend."""
+    if invite.round_first_attempt == 1:
+        return invite.created_at
+    async with db.read() as conn:
+        started = (
+            await conn.execute(
+                select(func.min(invite_events.c.created_at)).where(
+                    invite_events.c.invite_id == invite.id,
+                    invite_events.c.attempt == invite.round_first_attempt,
+                    invite_events.c.status == Status.PENDENTE.value,
+                )
+            )
+        ).scalar()
+    return started or invite.created_at
+
+
+async def invite_history(db: Database, invite_id: int) -> list[Event]:
+    """Every transition of one invite, oldest first."""
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(invite_events)
+                .where(invite_events.c.invite_id == invite_id)
+                .order_by(invite_events.c.id)
+            )
+        ).all()
+    return [record_from(Event, row) for row in rows]
+
+
+async def events_since(
+    db: Database, sender_id: str, after_id: int, limit: int = 500
+) -> list[tuple[Event, Invite]]:
+    """The sender's events newer than ``after_id``, oldest first, each with its invite now."""
+    event_columns = [column.label(f"event_{column.name}") for column in invite_events.c]
+    query = (
+        select(*event_columns, invites)
+        .join(invites, invites.c.id == invite_events.c.invite_id)
+        .where(invite_events.c.sender_id == sender_id, invite_events.c.id > after_id)
+        .order_by(invite_events.c.id)
+        .limit(limit)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    pairs = []
+    for row in rows:
+        mapping = row._mapping
+        event = {name: mapping[f"event_{name}"] for name in invite_events.c.keys()}  # noqa: SIM118 (column names)
+        pairs.append((record_from(Event, event), record_from(Invite, mapping)))
+    return pairs
+
+
+async def _last_event_id(conn: AsyncConnection, sender_id: str | None) -> int:
+    query = select(func.max(invite_events.c.id))
+    if sender_id is not None:
+        query = query.where(invite_events.c.sender_id == sender_id)
+    return int((await conn.execute(query)).scalar() or 0)
+
+
+async def last_event_id(db: Database, sender_id: str | None = None) -> int:
+    """The newest event id of this sender, or of anyone without one (0 when there is none)."""
+    async with db.read() as conn:
+        return await _last_event_id(conn, sender_id)
+
+
+async def settled_event_ids(
+    db: Database, sender_id: str, horizon: datetime
+) -> tuple[int, set[int]]:
+    """The sender's newest event id written at or before ``horizon`` (0 if none), and the ids of
+    its events visible above it (newer than that one)."""
+    mine = invite_events.c.sender_id == sender_id
+    async with db.read() as conn:
+        settled = (
+            await conn.execute(
+                select(func.max(invite_events.c.id)).where(
+                    mine, invite_events.c.created_at <= horizon
+                )
+            )
+        ).scalar()
+        floor = int(settled or 0)
+        younger = (
+            await conn.execute(select(invite_events.c.id).where(mine, invite_events.c.id > floor))
+        ).scalars()
+        return floor, {int(i) for i in younger}
+
+
+async def senders_with_events_after(db: Database, after_id: int) -> dict[str, int]:
+    """Each sender with events newer than ``after_id``, and its newest event id (one range
+    scan of the primary key: the live hub's check for wake-ups that never arrived)."""
+    query = (
+        select(invite_events.c.sender_id, func.max(invite_events.c.id))
+        .where(invite_events.c.id > after_id)
+        .group_by(invite_events.c.sender_id)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return {str(sender): int(newest) for sender, newest in rows}

@@ -1,0 +1,100 @@
+"""What the rest of the app sees of the tables: plain frozen records, built one way.
+
+``app.transitions`` writes them, ``app.queries`` reads them; neither hands out SQLAlchemy rows.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy.engine import Row
+
+from app.status import Status
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
+
+
+def record_from(cls: type[R], row: Row[Any] | Mapping[Any, Any]) -> R:
+    """``cls`` built from the columns of a row (extra columns are ignored; ``status`` typed)."""
+    mapping: Mapping[Any, Any] = row._mapping if isinstance(row, Row) else row
+    values = {field.name: mapping[field.name] for field in fields(cls)}
+    if "status" in values:
+        values["status"] = Status(values["status"])
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class Invite:
+    """One row of ``invites``."""
+
+    id: int
+    public_id: str
+    sender_id: str
+    email: str
+    name: str | None
+    status: Status
+    error: str | None
+    attempt: int
+    round_first_attempt: int
+    created_at: datetime
+    updated_at: datetime
+    sent_at: datetime | None
+    next_attempt_at: datetime | None
+    lease_expires_at: datetime | None
+    correlation_id: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of ``invite_events``: a transition the person can see in the history."""
+
+    id: int
+    invite_id: int
+    status: Status
+    attempt: int
+    error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Change:
+    """A committed transition: the invite as it now is and the event that recorded it."""
+
+    invite: Invite
+    event_id: int
+    outbox_id: int | None = None  # set when the transition asks for a job (publish it)
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """An attempt that needs an arq job."""
+
+    id: int
+    invite_id: int
+    public_id: str
+    attempt: int
+    available_at: datetime
+    correlation_id: str
+
+
+@dataclass(frozen=True)
+class NewInvite:
+    """What a request asks for; ``app.transitions.create_invites`` makes it a ``pendente`` row."""
+
+    sender_id: str
+    email: str
+    name: str | None
+    correlation_id: str
+
+
+def new_public_id() -> str:
+    """A random, URL-safe id: invites are never addressed by row number."""
+    return secrets.token_urlsafe(12)

@@ -1,0 +1,316 @@
+"""The state machine itself, driven directly on the real database (SQLite, or PostgreSQL with
+TEST_DATABASE=postgresql): every transition, and each race it must lose."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from app import transitions
+from app.clock import utcnow
+from app.config import Settings
+from app.db import Database
+from app.models import invite_events, invites, outbox
+from app.queries import invite_history
+from app.records import Change, Invite
+from app.status import FailureClass, Status
+from app.sweep import LEASE_EXPIRED_REASON
+from tests.helpers import invite_row
+
+LEASE = 60.0
+
+
+async def new_invite(db: Database, email: str = "ana@exemplo.com", sender: str = "s1") -> Invite:
+    change = await transitions.create_invite(
+        db, sender_id=sender, email=email, name=None, correlation_id="c-1"
+    )
+    return change.invite
+
+
+async def claimed(db: Database, invite: Invite) -> Invite:
+    change = await transitions.claim_for_sending(db, invite.public_id, invite.attempt, LEASE)
+    assert change is not None
+    return change.invite
+
+
+async def outbox_rows(db: Database, invite: Invite) -> list[int]:
+    async with db.read() as conn:
+        rows = await conn.execute(
+            select(outbox.c.attempt).where(outbox.c.invite_id == invite.id).order_by(outbox.c.id)
+        )
+        return [int(attempt) for attempt in rows.scalars()]
+
+
+async def history(db: Database, invite: Invite) -> list[tuple[str, int]]:
+    return [(event.status.value, event.attempt) for event in await invite_history(db, invite.id)]
+
+
+async def expire_lease_of(db: Database, invite: Invite) -> None:
+    async with db.write() as conn:
+        await conn.execute(
+            update(invites)
+            .where(invites.c.id == invite.id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+
+
+async def test_a_new_invite_is_pendente_with_its_event_and_one_outbox_row(db: Database) -> None:
+    change = await transitions.create_invite(
+        db, sender_id="s1", email="ana@exemplo.com", name="Ana", correlation_id="c-1"
+    )
+
+    assert change.invite.status == Status.PENDENTE and change.invite.attempt == 1
+    assert change.outbox_id is not None
+    assert await history(db, change.invite) == [("pendente", 1)]
+    assert await outbox_rows(db, change.invite) == [1]
+
+
+async def test_claim_turns_pendente_into_enviando_with_a_lease(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    assert invite.status == Status.ENVIANDO
+    assert invite.lease_expires_at is not None and invite.lease_expires_at > utcnow()
+
+
+async def test_of_two_claims_of_one_attempt_exactly_one_wins(db: Database) -> None:
+    invite = await new_invite(db)
+
+    results = await asyncio.gather(
+        *(transitions.claim_for_sending(db, invite.public_id, 1, LEASE) for _ in range(2))
+    )
+
+    assert sorted(result is None for result in results) == [False, True]
+    assert await history(db, invite) == [("pendente", 1), ("enviando", 1)]
+
+
+async def test_two_claims_from_separate_processes_race_and_one_loses(
+    db: Database, settings: Settings
+) -> None:
+    other = Database(settings.database_url)  # its own engine and group commit, like a 2nd worker
+    try:
+        invite = await new_invite(db)
+        first, second = await asyncio.gather(
+            transitions.claim_for_sending(db, invite.public_id, 1, LEASE),
+            transitions.claim_for_sending(other, invite.public_id, 1, LEASE),
+        )
+    finally:
+        await other.dispose()
+
+    assert (first is None) != (second is None)
+
+
+async def test_a_claim_for_an_old_attempt_loses(db: Database) -> None:
+    invite = await new_invite(db)
+
+    assert await transitions.claim_for_sending(db, invite.public_id, 2, LEASE) is None
+    assert (await invite_row(db, invite.public_id)).status == Status.PENDENTE
+
+
+async def test_a_claim_after_the_lease_expired_loses_and_the_row_stays_incerto(
+    db: Database,
+) -> None:
+    invite = await claimed(db, await new_invite(db))
+    await expire_lease_of(db, invite)
+    assert len(await transitions.expire_leases(db, LEASE_EXPIRED_REASON)) == 1
+
+    again = await transitions.claim_for_sending(db, invite.public_id, invite.attempt, LEASE)
+
+    assert again is None
+    assert (await invite_row(db, invite.public_id)).status == Status.INCERTO
+
+
+async def test_mark_sent_turns_enviando_into_enviado(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    change = await transitions.mark_sent(db, invite)
+
+    assert change is not None and change.invite.status == Status.ENVIADO
+    assert change.invite.sent_at is not None and change.invite.lease_expires_at is None
+
+
+async def test_a_verdict_after_the_lease_expired_loses_to_incerto(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+    await expire_lease_of(db, invite)
+    expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
+
+    assert [change.invite.status for change in expired] == [Status.INCERTO]
+    assert await transitions.mark_sent(db, invite) is None
+    assert await transitions.mark_failed(db, invite, "550") is None
+    assert await transitions.schedule_retry(db, invite, "421", 1) is None
+    assert (await invite_row(db, invite.public_id)).status == Status.INCERTO
+
+
+async def test_expire_leases_leaves_a_live_lease_alone(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    assert await transitions.expire_leases(db, LEASE_EXPIRED_REASON) == []
+    assert (await invite_row(db, invite.public_id)).status == Status.ENVIANDO
+
+
+async def test_a_second_verdict_for_the_same_claim_loses(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    assert await transitions.mark_sent(db, invite) is not None
+    assert await transitions.mark_failed(db, invite, "550 no such user") is None
+    assert await transitions.mark_sent(db, invite) is None
+
+
+async def test_schedule_retry_makes_the_next_attempt_pendente_due_later_with_its_job(
+    db: Database,
+) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    change = await transitions.schedule_retry(db, invite, "421 try later", delay=30)
+
+    assert change is not None and change.outbox_id is not None
+    retried = change.invite
+    assert (retried.status, retried.attempt, retried.error) == (Status.PENDENTE, 2, "421 try later")
+    assert retried.next_attempt_at is not None
+    assert retried.next_attempt_at > utcnow() + timedelta(seconds=25)
+    assert await outbox_rows(db, invite) == [1, 2]
+
+
+async def test_mark_failed_records_why_for_the_metrics(db: Database) -> None:
+    first = await claimed(db, await new_invite(db, "a@exemplo.com"))
+    second = await claimed(db, await new_invite(db, "b@exemplo.com"))
+
+    await transitions.mark_failed(db, first, "550 no such user")
+    await transitions.mark_failed(db, second, "Depois de 4 tentativas.", exhausted=True)
+
+    async with db.read() as conn:
+        classes = (
+            await conn.execute(
+                select(invite_events.c.failure_class)
+                .where(invite_events.c.status == Status.FALHOU.value)
+                .order_by(invite_events.c.id)
+            )
+        ).scalars()
+        assert list(classes) == [FailureClass.PERMANENT, FailureClass.TRANSIENT_EXHAUSTED]
+
+
+async def test_release_claim_puts_the_same_attempt_back_with_a_new_job(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    change = await transitions.release_claim(db, invite, "stopping")
+
+    assert change is not None and change.outbox_id is not None
+    assert (change.invite.status, change.invite.attempt) == (Status.PENDENTE, 1)
+    assert await outbox_rows(db, invite) == [1, 1]
+
+
+async def test_mark_uncertain_is_never_followed_by_a_claim_of_its_own(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+
+    change = await transitions.mark_uncertain(db, invite, "broke during DATA")
+
+    assert change is not None and change.invite.status == Status.INCERTO
+    assert change.outbox_id is None and await outbox_rows(db, invite) == [1]
+
+
+@pytest.mark.parametrize("end", [Status.FALHOU, Status.INCERTO])
+async def test_resend_from_falhou_or_incerto_starts_a_fresh_round(
+    db: Database, end: Status
+) -> None:
+    invite = await claimed(db, await new_invite(db))
+    if end == Status.FALHOU:
+        await transitions.mark_failed(db, invite, "550")
+    else:
+        await transitions.mark_uncertain(db, invite, "broke")
+
+    change = await transitions.request_resend(db, "s1", invite.public_id)
+
+    assert change is not None and change.outbox_id is not None
+    again = change.invite
+    assert (again.status, again.attempt, again.round_first_attempt) == (Status.PENDENTE, 2, 2)
+    assert again.error is None
+
+
+async def test_of_two_resends_of_one_failure_exactly_one_wins(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db))
+    await transitions.mark_failed(db, invite, "550")
+
+    results = await asyncio.gather(
+        *(transitions.request_resend(db, "s1", invite.public_id) for _ in range(2))
+    )
+
+    assert sorted(result is None for result in results) == [False, True]
+    assert await outbox_rows(db, invite) == [1, 2]
+
+
+@pytest.mark.parametrize("state", ["pendente", "enviando", "enviado"])
+async def test_resend_loses_unless_the_invite_failed_or_is_uncertain(
+    db: Database, state: str
+) -> None:
+    invite = await new_invite(db)
+    if state != "pendente":
+        invite = await claimed(db, invite)
+    if state == "enviado":
+        await transitions.mark_sent(db, invite)
+
+    assert await transitions.request_resend(db, "s1", invite.public_id) is None
+    assert (await invite_row(db, invite.public_id)).status == Status(state)
+
+
+async def test_resend_of_someone_elses_invite_loses(db: Database) -> None:
+    invite = await claimed(db, await new_invite(db, sender="s1"))
+    await transitions.mark_failed(db, invite, "550")
+
+    assert await transitions.request_resend(db, "s2", invite.public_id) is None
+
+
+async def failed_with(db: Database, email: str, reason: str) -> Invite:
+    invite = await claimed(db, await new_invite(db, email))
+    change = await transitions.mark_failed(db, invite, reason)
+    assert change is not None
+    return change.invite
+
+
+async def test_bulk_resend_takes_only_the_chosen_reason_each_with_its_own_job(
+    db: Database,
+) -> None:
+    blocked = [await failed_with(db, f"p{n}@exemplo.com", "550 Blocked") for n in range(3)]
+    other = await failed_with(db, "q@exemplo.com", "554 Spam")
+
+    changes = await transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked")
+
+    assert [change.invite.id for change in changes] == [invite.id for invite in blocked]
+    assert all(isinstance(change, Change) and change.outbox_id for change in changes)
+    assert len({change.event_id for change in changes}) == 3
+    assert (await invite_row(db, other.public_id)).status == Status.FALHOU
+
+
+async def test_bulk_resend_matches_a_reason_fragment_literally_and_respects_its_limit(
+    db: Database,
+) -> None:
+    await failed_with(db, "a@exemplo.com", "100% cheia")
+    await failed_with(db, "b@exemplo.com", "100 cheia")
+    await failed_with(db, "c@exemplo.com", "100% cheia de novo")
+
+    changes = await transitions.request_resend_many(
+        db, Status.FALHOU, reason_contains="100%", limit=1
+    )
+
+    assert [change.invite.email for change in changes] == ["a@exemplo.com"]
+
+
+async def test_of_two_bulk_resends_each_row_is_sent_again_once(db: Database) -> None:
+    for n in range(4):
+        await failed_with(db, f"p{n}@exemplo.com", "550 Blocked")
+
+    first, second = await asyncio.gather(
+        transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked"),
+        transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked"),
+    )
+
+    assert len(first) + len(second) == 4
+    async with db.read() as conn:
+        jobs = (await conn.execute(select(func.count()).select_from(outbox))).scalar()
+    assert jobs == 8  # four first attempts, four resends
+
+
+async def test_bulk_resend_refuses_a_status_that_cannot_be_sent_again(db: Database) -> None:
+    with pytest.raises(ValueError, match="falhou"):
+        await transitions.request_resend_many(db, Status.ENVIADO)
