@@ -92,18 +92,11 @@ async def _transition_all(
 
 
 async def _transition(
-    db: Database,
-    where: Iterable[Any],
-    values: dict[str, Any],
-    *,
-    enqueue: bool = False,
-    failure_class: FailureClass | None = None,
+    db: Database, where: Iterable[Any], values: dict[str, Any], **options: Any
 ) -> Change | None:
-    """``_transition_all`` for one row, in a transaction of its own."""
+    """``_transition_all`` (same options) for one row, in a transaction of its own."""
     async with db.write() as conn:
-        changes = await _transition_all(
-            conn, where, values, enqueue=enqueue, failure_class=failure_class
-        )
+        changes = await _transition_all(conn, where, values, **options)
     return changes[0] if changes else None
 
 

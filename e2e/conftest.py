@@ -1,12 +1,15 @@
 """Browser tests against the real thing: redis-server, uvicorn, an arq worker, an SMTP server.
 
 One stack per session (processes take a second or two to start); each test gets a fresh browser
-context, so a new sender cookie and its own empty "Meus convites". A test that stops the worker
-or the web gets them back running for the next one (``stack`` fixture).
+context, so a new sender cookie and its own empty "Meus convites". Every page runs under the
+app's real Content-Security-Policy (nothing here loosens or replaces it), and every test drives
+Chromium one way: Playwright's sync API, through the ``chromium`` fixture below. A test that
+stops the worker or the web gets them back running for the next one (``stack`` fixture).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Route, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from app.config import Settings
 from app.migrate import upgrade
 
-# The same real Redis and SMTP servers (and `smtp`, reset per test) as the fast tests.
-from tests.conftest import make_settings, process_env, redis_server, smtp, smtp_server
+# The same real Redis and SMTP servers as the fast tests come from the shared plugin
+# (tests/fixtures.py, through the root conftest's pytest_plugins).
+from tests.fixtures import make_settings, process_env
 from tests.services import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -31,14 +35,7 @@ from tests.services import (
     wait_for_port,
 )
 
-__all__ = ["redis_server", "smtp", "smtp_server"]
-
 SLOW_AFTER_SECONDS = 3
-# What the security work will send as a header; here it proves the pages need no inline code.
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
 RECORDER = (Path(__file__).parent / "recorder.js").read_text()
 
 
@@ -87,6 +84,17 @@ class Stack:
     def stop_worker(self) -> None:
         self.worker.stop()
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Stack]:
+        """Web and worker started; both stopped afterwards (each waits for its own exit)."""
+        try:
+            self.start_web()
+            self.start_worker()
+            yield self
+        finally:
+            self.worker.__exit__()
+            self.web.__exit__()
+
     def worker_running(self) -> bool:
         process = self.worker.process
         return process is not None and process.poll() is None
@@ -107,13 +115,8 @@ def running_stack(
         SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
         WORKER_HEARTBEAT_SECONDS=1,
     )
-    try:
-        stack.start_web()
-        stack.start_worker()
+    with stack.running():
         yield stack
-    finally:
-        stack.worker.__exit__()
-        stack.web.__exit__()
 
 
 @pytest.fixture
@@ -142,14 +145,6 @@ def chromium(playwright_instance: Playwright) -> Iterator[Browser]:
     browser.close()
 
 
-def _with_csp(route: Route) -> None:
-    if route.request.resource_type != "document" or route.request.method != "GET":
-        route.continue_()
-        return
-    response = route.fetch()
-    route.fulfill(response=response, headers={**response.headers, "content-security-policy": CSP})
-
-
 @pytest.fixture
 def new_context(chromium: Browser, stack: Stack) -> Iterator[Callable[..., BrowserContext]]:
     """A factory for browser contexts (a fresh sender each), closed after the test."""
@@ -159,9 +154,8 @@ def new_context(chromium: Browser, stack: Stack) -> Iterator[Callable[..., Brows
         options.setdefault("base_url", stack.url)
         context = chromium.new_context(**options)
         context.set_default_timeout(10_000)
+        # Init scripts are not subject to the page's CSP: the app's own policy stays in force.
         context.add_init_script(RECORDER)
-        if options.get("java_script_enabled", True):
-            context.route(lambda url: "/static/" not in url and "/eventos" not in url, _with_csp)
         contexts.append(context)
         return context
 

@@ -107,7 +107,7 @@ async def client_for(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A browser (own cookie jar) on an app built with ``settings``; ``transport`` options go
     to ``httpx.ASGITransport`` (e.g. ``client=("10.0.0.1", 1)``, ``raise_app_exceptions``)."""
-    from tests.conftest import running_app
+    from tests.fixtures import running_app
 
     async with running_app(settings) as app:
         asgi = httpx.ASGITransport(app=app, **transport)

@@ -18,7 +18,7 @@ from app.db import Database
 from app.heartbeat import beat
 from app.models import outbox
 from app.status import Status
-from tests.conftest import drain, process_env
+from tests.fixtures import drain, process_env
 from tests.helpers import invite_row, post_invite
 from tests.services import ScriptedSmtp, free_port
 

@@ -13,7 +13,7 @@ from app.config import Settings
 from app.db import Database
 from app.status import Status
 from app.web.middleware.csrf import csrf_field
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, csrf_token, invite_count, invite_row, page_token
 from tests.services import ScriptedSmtp
 

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.health import redact_addresses
 from app.heartbeat import beat
-from tests.conftest import drain, running_app
+from tests.fixtures import drain, running_app
 from tests.helpers import JSON, post_invite
 from tests.services import ScriptedSmtp, free_port
 

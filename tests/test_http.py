@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from app.config import Settings
 from app.db import Database
 from app.models import invite_events, invites, outbox
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, csrf_token, page_token, post_invite
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from app.config import Settings
 from app.db import Database
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_count, page_token, post_invite
 from tests.services import ScriptedSmtp
 

@@ -14,7 +14,7 @@ from app.db import Database
 from app.models import invites
 from app.queue import SEND_FUNCTION
 from app.status import Status
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_row, post_invite, statuses
 from tests.services import ScriptedSmtp
 

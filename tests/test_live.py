@@ -24,7 +24,7 @@ from app.live.paused import PausedCheck
 from app.live.wakeups import sender_channel
 from app.models import invite_events
 from app.records import Invite
-from tests.conftest import BACKEND, drain, process_env
+from tests.fixtures import BACKEND, drain, process_env
 from tests.helpers import announce, invite_row, post_invite
 from tests.services import AppProcess, RedisServer, free_port, wait_for_port
 

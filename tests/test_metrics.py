@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.heartbeat import beat
 from app.metrics import SSE_KEY, SseConnections
-from tests.conftest import drain, running_app
+from tests.fixtures import drain, running_app
 from tests.helpers import post_invite
 from tests.services import ScriptedSmtp, free_port
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.migrate import upgrade
 from app.models import metadata
-from tests.conftest import make_settings
+from tests.fixtures import make_settings
 
 
 def _diff(database_url: str) -> list[Any]:

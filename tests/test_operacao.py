@@ -13,7 +13,7 @@ from app.config import Settings
 from app.db import Database
 from app.heartbeat import beat
 from app.status import Status
-from tests.conftest import drain, running_app
+from tests.fixtures import drain, running_app
 from tests.helpers import JSON, invite_row, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp
 

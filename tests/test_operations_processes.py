@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from tests.conftest import process_env
+from tests.fixtures import process_env
 from tests.helpers import sync_api_headers
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 

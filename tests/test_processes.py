@@ -14,7 +14,7 @@ from app.config import Settings
 from app.db import Database
 from app.migrate import upgrade
 from app.status import Status
-from tests.conftest import app_client, make_settings, process_env, short_lease_settings
+from tests.fixtures import app_client, make_settings, process_env, short_lease_settings
 from tests.helpers import invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
 

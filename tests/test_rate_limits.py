@@ -18,7 +18,7 @@ from app.ratelimit import (
     open_stream_slot,
 )
 from app.status import Status
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import api_headers, client_for, invite_count, invite_row, page_token
 from tests.services import ScriptedSmtp, free_port
 

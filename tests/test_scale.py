@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from app.config import Settings
 from app.db import Database
 from app.models import invites
-from tests.conftest import BACKEND, process_env, short_lease_settings
+from tests.fixtures import BACKEND, process_env, short_lease_settings
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 
 # Scale-out is PostgreSQL's job; on SQLite (one machine, one writer at a time) the same

@@ -10,7 +10,7 @@ import httpx
 from app.config import Settings
 from app.db import Database
 from app.status import Status
-from tests.conftest import drain
+from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_row, post_invite
 from tests.services import ScriptedSmtp
 

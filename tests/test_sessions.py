@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app.config import ConfigError, Settings, load_settings
-from tests.conftest import ROOT, process_env
+from tests.fixtures import ROOT, process_env
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import free_port
 

@@ -6,27 +6,22 @@ import re
 import uuid
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from app.logs import correlation_id
+from app.web.middleware.response_headers import HttpMiddleware, sending_with_headers
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
-class CorrelationIdMiddleware:
+class CorrelationIdMiddleware(HttpMiddleware):
     """One correlation id per request: the caller's ``X-Request-ID`` if sane, else a new one.
 
     It is set for every log line of the request, stored on the invite (so it travels into the
     job, the worker's logs and the e-mail's headers) and returned in ``X-Request-ID``.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming = ""
         for name, value in scope["headers"]:
             if name == b"x-request-id":
@@ -35,12 +30,10 @@ class CorrelationIdMiddleware:
         token = correlation_id.set(request_id)
         scope["correlation_id"] = request_id  # for the 500 handler, which runs outside us
 
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["X-Request-ID"] = request_id
-            await send(message)
+        def add_id(headers: MutableHeaders) -> None:
+            headers["X-Request-ID"] = request_id
 
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, sending_with_headers(send, add_id))
         finally:
             correlation_id.reset(token)

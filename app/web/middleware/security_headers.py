@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
+
+from app.web.middleware.response_headers import HttpMiddleware, sending_with_headers
 
 #: No inline script or style, no eval, nothing from elsewhere, never inside a frame.
 CONTENT_SECURITY_POLICY = (
@@ -36,20 +38,13 @@ def add_security_headers(headers: MutableHeaders, scheme: str) -> None:
         headers.setdefault("Strict-Transport-Security", HSTS)
 
 
-class SecurityHeadersMiddleware:
+class SecurityHeadersMiddleware(HttpMiddleware):
     """Adds the headers at ``http.response.start``; bodies (and SSE streams) pass untouched."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                add_security_headers(MutableHeaders(scope=message), scope.get("scheme", "http"))
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scheme = scope.get("scheme", "http")
+        await self.app(
+            scope,
+            receive,
+            sending_with_headers(send, lambda headers: add_security_headers(headers, scheme)),
+        )

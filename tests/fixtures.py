@@ -1,5 +1,8 @@
 """Real services for the tests: redis-server on a free port, SQLite files, an SMTP server.
 
+A pytest plugin (``pytest_plugins`` in the root ``conftest.py``), shared by ``tests/`` and
+``e2e/``; its plain helpers (``make_settings``, ``process_env``…) are imported as usual.
+
 Nothing here is a mock. The SMTP server is aiosmtpd answering what a test scripts (250, 4xx,
 5xx, or a stall); Redis is the real binary; the database is a real SQLite file migrated by the
 real Alembic migrations.
@@ -9,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -31,7 +33,6 @@ from app.worker import worker_options
 from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 #: The database every test gets: "sqlite" (default) or "postgresql" (TEST_DATABASE=postgresql).
@@ -211,8 +212,12 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SENDS_PER_ADDRESS_PER_MINUTE": str(settings.sends_per_address_per_minute),
             "SENDS_PER_SENDER_PER_DAY": str(settings.sends_per_sender_per_day),
             "STREAMS_PER_SENDER": str(settings.streams_per_sender),
+            "ALARM_PENDING_SECONDS": str(settings.alarm_pending_seconds),
+            "ALARM_CHECK_SECONDS": str(settings.alarm_check_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )
+    if settings.ops_token is not None:
+        env["OPS_TOKEN"] = settings.ops_token
     env.update(extra)
     return env
