@@ -98,6 +98,12 @@ class Settings:
     alarm_pending_seconds: float
     alarm_check_seconds: float
     ops_token: str | None
+    signin_ttl_seconds: int
+    session_ttl_seconds: int
+    signin_links_per_address_per_hour: int
+    signin_links_per_client_per_hour: int
+    invites_per_recipient_per_day: int
+    sends_per_hour: int
 
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
@@ -251,4 +257,16 @@ def _read(env: Mapping[str, str]) -> Settings:
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
         ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
+        signin_ttl_seconds=_parse(env, "SIGNIN_TTL_SECONDS", "900", _positive_int),
+        session_ttl_seconds=_parse(env, "SESSION_TTL_SECONDS", str(30 * 24 * 3600), _positive_int),
+        signin_links_per_address_per_hour=_parse(
+            env, "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR", "5", _positive_int
+        ),
+        signin_links_per_client_per_hour=_parse(
+            env, "SIGNIN_LINKS_PER_CLIENT_PER_HOUR", "20", _positive_int
+        ),
+        invites_per_recipient_per_day=_parse(
+            env, "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
+        ),
+        sends_per_hour=_parse(env, "SENDS_PER_HOUR", "5000", _positive_int),
     )

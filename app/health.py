@@ -23,6 +23,8 @@ from app.config import Settings
 from app.db import Database
 from app.heartbeat import live_workers
 from app.models import invite_events, invites
+from app.ratelimit import sends_this_hour
+from app.records import INVITE
 from app.status import Status
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class DatabaseFacts:
 class RedisFacts:
     workers: dict[str, float] = field(default_factory=dict)
     queue_depth: int = 0
+    sends_this_hour: int = 0
 
 
 @dataclass
@@ -94,7 +97,12 @@ async def _database_facts(db: Database) -> DatabaseFacts:
     now = utcnow()
     facts = DatabaseFacts(counts={status.value: 0 for status in Status})
     async with db.read() as conn:
-        rows = await conn.execute(select(invites.c.status, func.count()).group_by(invites.c.status))
+        # Invites by status (sign-in mails are not invites; they do count as waiting work).
+        rows = await conn.execute(
+            select(invites.c.status, func.count())
+            .where(invites.c.kind == INVITE)
+            .group_by(invites.c.status)
+        )
         facts.counts.update({status: count for status, count in rows})
         # Overdue, not merely old: a pendente row waiting for its backoff is not stuck.
         oldest_due = (
@@ -123,6 +131,7 @@ async def _redis_facts(redis: Redis, heartbeat_seconds: float) -> RedisFacts:
     return RedisFacts(
         workers=await live_workers(redis, heartbeat_seconds),
         queue_depth=int(await redis.zcard(default_queue_name)),
+        sends_this_hour=await sends_this_hour(redis),
     )
 
 
@@ -152,6 +161,15 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
         # The rows, not the queue: arq's own cron job sits in the queue with no invite waiting.
         problems.append(
             Problem("no_live_worker", "Nenhum worker ativo e há convites esperando envio.")
+        )
+    if health.redis is not None and health.redis.sends_this_hour >= settings.sends_per_hour:
+        problems.append(
+            Problem(
+                "sends_throttled",
+                f"O limite de {settings.sends_per_hour} envios por hora foi atingido; os "
+                "próximos convites esperam como pendente e saem quando ele renovar.",
+                logging.WARNING,
+            )
         )
     oldest = health.database.oldest_pending_seconds if health.database else None
     if oldest is not None and oldest > settings.alarm_pending_seconds:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import html
 import logging
 import secrets
 import time
@@ -75,14 +74,19 @@ class OutgoingMail:
     content: bytes
 
 
-_SUBJECT = Header("Você recebeu um convite", "utf-8").encode()
-
-
 def _base64_lines(text: str) -> str:
     return base64.encodebytes(text.encode("utf-8")).decode("ascii").replace("\n", "\r\n")
 
 
-def _to_header(name: str | None, address: Address) -> str:
+def _address_header(name: str | None, email: str) -> str:
+    """``Name <addr>`` for a header; an address or name that could break the header is refused
+    (``PermanentSendError``: the row fails with the reason instead of sending something else)."""
+    try:
+        address = Address(display_name=name or "", addr_spec=email)
+    except (ValueError, IndexError) as exc:
+        raise PermanentSendError("O endereço de e-mail não é válido.") from exc
+    if any(ch in (name or "") + email for ch in "\r\n"):
+        raise PermanentSendError("O endereço de e-mail não é válido.")
     if not name or name.isascii():
         return formataddr((name or "", address.addr_spec))
     # RFC 2047: base64 encoded words of at most 75 characters, folded between words (what the
@@ -99,37 +103,34 @@ def _to_header(name: str | None, address: Address) -> str:
     return f"{display} <{address.addr_spec}>"
 
 
-def build_message(settings: Settings, invite: Invite) -> OutgoingMail:
-    """The invite e-mail: text and HTML parts, a Message-ID per invite and attempt.
+def compose(
+    settings: Settings,
+    invite: Invite,
+    subject: str,
+    text: str,
+    page: str,
+    *,
+    reply_to: tuple[str | None, str] | None = None,
+) -> OutgoingMail:
+    """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
 
     Written out directly (RFC 5322/2045; non-ASCII names as RFC 2047 encoded words, bodies in
     base64): the ``email`` package's header machinery cost milliseconds per message, which
-    was most of a worker's CPU. Every variable part is validated or encoded here.
+    was most of a worker's CPU. Every variable part is validated or encoded here; what the
+    message says is ``app.messages``'.
     """
-    try:
-        address = Address(display_name=invite.name or "", addr_spec=invite.email)
-    except (ValueError, IndexError) as exc:
-        raise PermanentSendError("O endereço de e-mail não é válido.") from exc
-    if any(ch in (invite.name or "") + invite.email for ch in "\r\n"):
-        raise PermanentSendError("O endereço de e-mail não é válido.")
-    message_id = f"<{invite.public_id}.{invite.attempt}@{_domain(settings.mail_from)}>"
-    greeting = f"Olá, {invite.name}!" if invite.name else "Olá!"
-    link = settings.public_url + "/"
-    text = f"{greeting}\n\nVocê foi convidado para o Convites.\nAceite em: {link}\n"
-    page = (
-        '<!doctype html><html lang="pt-BR"><body>'
-        f"<p>{html.escape(greeting)}</p>"
-        "<p>Você foi convidado para o Convites.</p>"
-        f'<p><a href="{html.escape(link)}">Aceitar o convite</a></p>'
-        "</body></html>"
-    )
-    boundary = "=_convite_" + secrets.token_hex(12)
-    to = _to_header(invite.name, address)
+    to = _address_header(invite.name, invite.email)
     headers = [
         f"From: {settings.mail_from}",
         f"To: {to}",
-        f"Subject: {_SUBJECT}",
+        f"Subject: {Header(subject, 'utf-8').encode()}",
         f"Date: {formatdate(localtime=False)}",
+    ]
+    if reply_to is not None:
+        headers.append(f"Reply-To: {_address_header(*reply_to)}")
+    message_id = f"<{invite.public_id}.{invite.attempt}@{_domain(settings.mail_from)}>"
+    boundary = "=_convite_" + secrets.token_hex(12)
+    headers += [
         f"Message-ID: {message_id}",
         f"X-Correlation-ID: {invite.correlation_id}",
         f"X-Convite-ID: {invite.public_id}",

@@ -29,8 +29,8 @@ from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.queue import Publisher
-from app.web import events, health, invites, mailbox
-from app.web.common import error_response
+from app.web import events, health, invites, mailbox, signin
+from app.web.common import error_response, signed_in_account
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
@@ -43,6 +43,7 @@ from app.web.present import (
     RECONNECTING,
     announcement,
     describe,
+    describe_signin,
     event_text,
     local_datetime,
     local_time,
@@ -58,6 +59,8 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.globals.update(
         describe=describe,
+        describe_signin=describe_signin,
+        signed_in_account=signed_in_account,
         duration=duration,
         announcement=announcement,
         seconds_until_slow=seconds_until_slow,
@@ -171,6 +174,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
+        *signin.routes(),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),

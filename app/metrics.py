@@ -42,6 +42,7 @@ from sqlalchemy import func, select
 from app.db import Database
 from app.health import Health
 from app.models import invite_events, invites
+from app.records import INVITE
 from app.status import FailureClass, Status
 
 log = logging.getLogger(__name__)
@@ -179,12 +180,16 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
     All of them or none land in ``snapshot``: a scrape cut short must not report a counter
     as 0 (Prometheus would read that as a reset).
     """
+    invitations = invites.c.kind == INVITE  # sign-in mails are not invites
     async with db.read() as conn:
-        created = (await conn.execute(select(func.count()).select_from(invites))).scalar()
+        created = (
+            await conn.execute(select(func.count()).select_from(invites).where(invitations))
+        ).scalar()
         rows = (
             await conn.execute(
                 select(invite_events.c.status, invite_events.c.failure_class, func.count())
-                .where(invite_events.c.status.in_(COUNTED_EVENTS))
+                .join(invites, invites.c.id == invite_events.c.invite_id)
+                .where(invite_events.c.status.in_(COUNTED_EVENTS), invitations)
                 .group_by(invite_events.c.status, invite_events.c.failure_class)
             )
         ).all()

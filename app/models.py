@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 
 metadata = MetaData()
@@ -73,8 +74,15 @@ invites = Table(
     Column("next_attempt_at", UTCDateTime),
     Column("lease_expires_at", UTCDateTime),
     Column("correlation_id", String(64), nullable=False),
+    # convite (an invitation) or acesso (a sign-in link mail: same pipeline, never listed).
+    Column("kind", String(16), nullable=False, server_default="convite"),
+    # Who the invitation names, as it was when it was written (empty on anonymous-era rows).
+    Column("sender_name", String(100)),
+    Column("sender_email", String(254)),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
+    Index("ix_invites_sender_email", "sender_id", "email"),
+    Index("ix_invites_email_created_at", "email", "created_at"),
 )
 
 invite_events = Table(
@@ -113,4 +121,46 @@ outbox = Table(
         postgresql_where=Column("published_at").is_(None),
     ),
     Index("ix_outbox_invite_id", "invite_id", "id"),
+)
+
+accounts = Table(
+    "accounts",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    # The sender id of its invites and events (random: accounts are never addressed by number).
+    Column("public_id", String(32), nullable=False),
+    Column("email", String(254), nullable=False),  # normalised (app.accounts.normalise_email)
+    Column("name", String(100)),  # asked at the first sign-in
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("public_id", name="uq_accounts_public_id"),
+    UniqueConstraint("email", name="uq_accounts_email"),
+)
+
+#: Server-side sessions: the cookie carries a random token, only its hash is here.
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False),
+    Column("account_id", Id, ForeignKey("accounts.id"), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+    UniqueConstraint("token_hash", name="uq_sessions_token_hash"),
+)
+
+#: Sign-in links: issued by the worker as it sends the mail, single use, hash only.
+signin_tokens = Table(
+    "signin_tokens",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False),
+    Column("invite_id", Id, ForeignKey("invites.id"), nullable=False),
+    Column("email", String(254), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("used_at", UTCDateTime),
+    UniqueConstraint("token_hash", name="uq_signin_tokens_token_hash"),
+    Index("ix_signin_tokens_invite_id", "invite_id"),
 )

@@ -13,23 +13,50 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
 from app.models import invite_events, invites
-from app.records import Event, Invite, record_from
+from app.records import INVITE, Event, Invite, record_from
 from app.status import Status
+from app.validation import same_address
 
 #: Invites on one page of "Meus convites" (and in a live stream's first snapshot).
 PAGE_SIZE = 20
 
 
-async def get_invite(db: Database, sender_id: str, public_id: str) -> Invite | None:
+async def get_invite(
+    db: Database, sender_id: str, public_id: str, *, kind: str = INVITE
+) -> Invite | None:
     """The sender's invite, or ``None``: someone else's invite does not exist for them."""
     async with db.read() as conn:
         row = (
             await conn.execute(
                 select(invites).where(
-                    invites.c.public_id == public_id, invites.c.sender_id == sender_id
+                    invites.c.public_id == public_id,
+                    invites.c.sender_id == sender_id,
+                    invites.c.kind == kind,
                 )
             )
         ).first()
+    return record_from(Invite, row) if row else None
+
+
+#: An invite to an address in one of these states makes a second one a duplicate (409).
+ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)
+
+
+async def active_invite_to(db: Database, sender_id: str, email: str) -> Invite | None:
+    """The sender's newest invite to ``email`` that is still on its way or arrived, if any."""
+    query = (
+        select(invites)
+        .where(
+            invites.c.sender_id == sender_id,
+            func.lower(invites.c.email) == same_address(email),
+            invites.c.kind == INVITE,
+            invites.c.status.in_([status.value for status in ON_ITS_WAY]),
+        )
+        .order_by(invites.c.id.desc())
+        .limit(1)
+    )
+    async with db.read() as conn:
+        row = (await conn.execute(query)).first()
     return record_from(Invite, row) if row else None
 
 
@@ -44,14 +71,19 @@ class Page:
 
 
 async def invite_page(
-    db: Database, sender_id: str, *, before: int | None = None, limit: int = PAGE_SIZE
+    db: Database,
+    sender_id: str,
+    *,
+    before: int | None = None,
+    limit: int = PAGE_SIZE,
+    kind: str = INVITE,
 ) -> Page:
     """The sender's invites older than row ``before`` (or the newest), ``limit`` of them.
 
     The cursor is read before the rows, so a stream that starts from it re-sends (never skips)
     a change that lands in between.
     """
-    query = select(invites).where(invites.c.sender_id == sender_id)
+    query = select(invites).where(invites.c.sender_id == sender_id, invites.c.kind == kind)
     if before is not None:
         query = query.where(invites.c.id < before)
     async with db.read() as conn:

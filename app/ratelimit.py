@@ -1,9 +1,11 @@
 """Abuse limits kept in Redis, so every web process counts against the same numbers.
 
-Sending (new invites and re-sends) is counted per sender and per client address each minute,
-and per sender each day. Each counter is a fixed window that starts with its first hit and
-expires by itself (``EXPIRE``); the check-and-count is one Lua script, so a refused request
-counts nowhere and two processes can never both take the last unit.
+Sending (new invites and re-sends) is counted per sender and per client address each minute, per
+sender each day, and per recipient each day (from every sender together). Sign-in link requests are
+counted per e-mail address and per client network (IPv6 by /64) each hour. Each counter is a fixed
+window that starts with its first hit and expires by itself (``EXPIRE``); the check-and-count is
+one Lua script, so a refused request counts nowhere and two processes can never both take the last
+unit.
 
 Open SSE streams per sender are capped with a sorted set of slot ids scored by their last
 refresh; slots of a crashed process drop out after ``STREAM_SLOT_SECONDS``.
@@ -15,6 +17,7 @@ pass is logged.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 import uuid
@@ -26,11 +29,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.config import Settings
+from app.validation import same_address
 
 log = logging.getLogger(__name__)
 
 PREFIX = "convites:limite"
 MINUTE = 60
+HOUR = 3600
 DAY = 24 * 3600
 #: A stream slot not refreshed for this long is taken to belong to a dead process.
 STREAM_SLOT_SECONDS = 3600
@@ -83,8 +88,9 @@ class Refusal:
     retry_after: int
 
 
-def send_limits(settings: Settings, sender_id: str, address: str) -> list[Limit]:
-    """The limits one send (new invite or re-send) counts against."""
+def send_limits(settings: Settings, sender_id: str, address: str, recipient: str) -> list[Limit]:
+    """The limits one send (new invite or re-send) counts against: the sender's, the client
+    address's, and the recipient's (one address gets so many invites a day from everyone)."""
     return [
         Limit(
             "sender_minute",
@@ -103,6 +109,56 @@ def send_limits(settings: Settings, sender_id: str, address: str) -> list[Limit]
             f"{PREFIX}:envio:remetente:{sender_id}:dia",
             settings.sends_per_sender_per_day,
             DAY,
+        ),
+        Limit(
+            "recipient_day",
+            f"{PREFIX}:envio:destinatario:{same_address(recipient)}:dia",
+            settings.invites_per_recipient_per_day,
+            DAY,
+        ),
+    ]
+
+
+#: Every worker counts each send here: past ``SENDS_PER_HOUR`` new sends wait as ``pendente``.
+GLOBAL_SENDS_KEY = f"{PREFIX}:envio:global:hora"
+
+
+def global_send_limit(settings: Settings) -> Limit:
+    """The limit every send of every worker counts against (the domain's reputation)."""
+    return Limit("global_hour", GLOBAL_SENDS_KEY, settings.sends_per_hour, HOUR)
+
+
+async def sends_this_hour(redis: Redis) -> int:
+    """How many sends the current hourly window has counted (for ``/saude``)."""
+    return int(await redis.get(GLOBAL_SENDS_KEY) or 0)
+
+
+def client_network(address: str) -> str:
+    """The client as limits count it: an IPv4 address, or an IPv6 address's /64 (one home or
+    phone network hands out a whole /64)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def signin_limits(settings: Settings, email: str, address: str) -> list[Limit]:
+    """The limits one sign-in link request counts against: per address, per client network."""
+    return [
+        Limit(
+            "signin_address",
+            f"{PREFIX}:acesso:email:{same_address(email)}:hora",
+            settings.signin_links_per_address_per_hour,
+            HOUR,
+        ),
+        Limit(
+            "signin_client",
+            f"{PREFIX}:acesso:cliente:{client_network(address)}:hora",
+            settings.signin_links_per_client_per_hour,
+            HOUR,
         ),
     ]
 

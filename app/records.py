@@ -49,6 +49,25 @@ class Invite:
     next_attempt_at: datetime | None
     lease_expires_at: datetime | None
     correlation_id: str
+    kind: str  # INVITE or SIGNIN_MAIL
+    sender_name: str | None  # who the invitation names (None on anonymous-era rows)
+    sender_email: str | None
+
+
+#: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
+INVITE = "convite"
+SIGNIN_MAIL = "acesso"
+
+
+@dataclass(frozen=True)
+class Account:
+    """A sender: a normalised e-mail address and the name its invitations show."""
+
+    id: int
+    public_id: str  # the ``sender_id`` of its invites and events
+    email: str
+    name: str | None
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -93,6 +112,9 @@ class NewInvite:
     email: str
     name: str | None
     correlation_id: str
+    kind: str = INVITE
+    sender_name: str | None = None
+    sender_email: str | None = None
 
 
 def new_public_id() -> str:

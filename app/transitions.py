@@ -28,7 +28,7 @@ from app.clock import utcnow
 from app.db import Database
 from app.models import invite_events, invites, outbox
 from app.outbox import outbox_values
-from app.records import Change, Invite, NewInvite, new_public_id, record_from
+from app.records import INVITE, Change, Invite, NewInvite, new_public_id, record_from
 from app.status import RESENDABLE, FailureClass, Status
 
 
@@ -125,6 +125,9 @@ async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -
                 "lease_expires_at": None,
                 "error": None,
                 "correlation_id": request.correlation_id,
+                "kind": request.kind,
+                "sender_name": request.sender_name,
+                "sender_email": request.sender_email,
             }
             for request in requests
         ],
@@ -134,14 +137,24 @@ async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -
 
 
 async def create_invite(
-    db: Database, *, sender_id: str, email: str, name: str | None, correlation_id: str
+    db: Database,
+    *,
+    sender_id: str,
+    email: str,
+    name: str | None,
+    correlation_id: str,
+    kind: str = INVITE,
+    sender_name: str | None = None,
+    sender_email: str | None = None,
 ) -> Change:
-    """Write a ``pendente`` invite, its first event and its outbox row in one transaction.
+    """Write a ``pendente`` invite (or sign-in mail, ``kind``), its first event and its outbox
+    row in one transaction.
 
     Concurrent calls share one durable transaction (group commit); each returns after it
     committed. The caller publishes the outbox row (``Change.outbox_id``).
     """
-    return await db.write_many(create_invites, NewInvite(sender_id, email, name, correlation_id))
+    request = NewInvite(sender_id, email, name, correlation_id, kind, sender_name, sender_email)
+    return await db.write_many(create_invites, request)
 
 
 async def _transition_each(
@@ -278,8 +291,12 @@ async def mark_failed(
     )
 
 
-async def release_claim(db: Database, invite: Invite, reason: str) -> Change | None:
-    """``enviando → pendente``, same attempt: the worker stopped before any byte of mail left."""
+async def release_claim(
+    db: Database, invite: Invite, reason: str, *, due_in: float = 0.0
+) -> Change | None:
+    """``enviando → pendente``, same attempt, due in ``due_in`` seconds: the worker stopped
+    before any byte of mail left, or the global hourly budget is spent (it goes when it renews).
+    """
     now = utcnow()
     return await _transition(
         db,
@@ -288,7 +305,7 @@ async def release_claim(db: Database, invite: Invite, reason: str) -> Change | N
             "status": Status.PENDENTE.value,
             "error": reason,
             "lease_expires_at": None,
-            "next_attempt_at": now,
+            "next_attempt_at": now + timedelta(seconds=due_in),
             "updated_at": now,
         },
         enqueue=True,

@@ -38,9 +38,12 @@ def _has_control_chars(value: str) -> bool:
     )
 
 
-def _check_email(raw: object) -> tuple[str | None, str | None]:
+def check_email(
+    raw: object, missing: str = "Informe o e-mail de quem você quer convidar."
+) -> tuple[str | None, str | None]:
+    """The address as we send to it (domain in IDNA, lower case), or the pt-BR reason not."""
     if not isinstance(raw, str) or not raw.strip():
-        return None, "Informe o e-mail de quem você quer convidar."
+        return None, missing
     email = raw.strip()
     if len(email) > MAX_EMAIL_LENGTH:
         return None, f"O e-mail pode ter no máximo {MAX_EMAIL_LENGTH} caracteres."
@@ -58,7 +61,7 @@ def _check_email(raw: object) -> tuple[str | None, str | None]:
     return f"{checked.local_part}@{checked.ascii_domain.lower()}", None
 
 
-def _check_name(raw: object) -> tuple[str | None, str | None]:
+def check_name(raw: object) -> tuple[str | None, str | None]:
     if raw is None:
         return None, None
     if not isinstance(raw, str):
@@ -73,9 +76,15 @@ def _check_name(raw: object) -> tuple[str | None, str | None]:
 
 def parse_invite(data: dict[str, object]) -> InviteRequest:
     """Check ``email`` and optional ``nome``; raise ``InvalidInvite`` with pt-BR messages."""
-    email, email_error = _check_email(data.get("email"))
-    name, name_error = _check_name(data.get("nome"))
+    email, email_error = check_email(data.get("email"))
+    name, name_error = check_name(data.get("nome"))
     errors = {field: msg for field, msg in (("email", email_error), ("nome", name_error)) if msg}
     if errors or email is None:
         raise InvalidInvite(errors)
     return InviteRequest(email=email, name=name)
+
+
+def same_address(email: str) -> str:
+    """The form two spellings of one mailbox share (``Ana@Exemplo.com`` = ``ana@exemplo.com``):
+    accounts are unique by it, and the per-recipient limit and duplicates count by it."""
+    return email.lower()

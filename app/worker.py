@@ -17,7 +17,7 @@ from typing import Any
 from arq import cron, func
 from arq.connections import RedisSettings
 
-from app import queries, transitions
+from app import queries, ratelimit, signin, transitions
 from app.config import Settings, load_settings
 from app.db import Database
 from app.heartbeat import beat, forget
@@ -29,11 +29,11 @@ from app.mailer import (
     SendProgress,
     TransientSendError,
     UnknownOutcomeError,
-    build_message,
 )
+from app.messages import build_message
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
 from app.queue import SEND_FUNCTION, Publisher
-from app.records import Change, Invite
+from app.records import SIGNIN_MAIL, Change, Invite
 from app.status import Status
 from app.sweep import LEASE_EXPIRED_REASON
 from app.sweep import reconcile as sweep
@@ -41,6 +41,9 @@ from app.sweep import reconcile as sweep
 log = logging.getLogger("app.worker")
 
 STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será retomado."
+HOURLY_BUDGET_SPENT = (
+    "O limite de envios por hora do Convites foi atingido; seu convite sai quando ele renovar."
+)
 
 
 async def _record(ctx: dict[str, Any], change: Change | None) -> None:
@@ -72,10 +75,14 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
 
 
 async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
+    settings: Settings = ctx["settings"]
+    token = None
+    if invite.kind == SIGNIN_MAIL:  # the link is made now, and durable before the mail leaves
+        token = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
     started = time.monotonic()
     try:
         await ctx["mailer"].send(
-            build_message(ctx["settings"], invite),
+            build_message(settings, invite, token),
             progress,
             deadline=ctx["settings"].sending_lease_seconds / 2,
         )
@@ -136,6 +143,15 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         log.info("claim lost; duplicate delivery", extra={"invite": public_id, "attempt": attempt})
         return "duplicate"
     await ctx["announcer"].announce(claimed)
+    spent = await ratelimit.take(ctx["redis"], [ratelimit.global_send_limit(settings)])
+    if spent is not None:
+        # Nothing refused, nothing lost: the row waits as pendente until the window renews.
+        log.warning("hourly send budget spent; attempt deferred", extra={"invite": public_id})
+        deferred = await transitions.release_claim(
+            ctx["db"], claimed.invite, HOURLY_BUDGET_SPENT, due_in=spent.retry_after
+        )
+        await _record(ctx, deferred)
+        return "deferred"
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
     outcome = await _deliver(ctx, claimed.invite)
     await _record(ctx, outcome)

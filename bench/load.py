@@ -44,14 +44,31 @@ def _lua_string(value: str) -> str:
     return json.dumps(value)  # a JSON string literal is a valid Lua string literal here
 
 
+#: In a body, replaced by the request's number: every invite goes to a new address (a sender
+#: inviting the same address again gets 409, and one address gets few invites a day).
+NUMBER = "__N__"
+
+_NUMBERED = r"""
+local number = 0
+local template = wrk.body
+request = function()
+  number = number + 1
+  return wrk.format(nil, nil, nil, (string.gsub(template, "__N__", tostring(number))))
+end
+"""
+
+
 @dataclass(frozen=True)
 class Request:
-    """One request wrk repeats: method, path, headers and body."""
+    """One request wrk repeats: method, path, headers and body (``NUMBER`` in it is numbered)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: str = ""
+
+    def body_for(self, number: int) -> str:
+        return self.body.replace(NUMBER, str(number))
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,8 @@ def _script(request: Request, limit: int | None) -> str:
     lines += [
         f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in request.headers.items()
     ]
+    if NUMBER in request.body:
+        lines.append(_NUMBERED)
     if limit is not None:
         lines.append(_LIMIT % limit)
     lines.append(_DONE)

@@ -120,7 +120,7 @@ def redis_server(folder: Path, port: int) -> Proc:
 
 
 def smtp_sink(folder: Path, port: int) -> Proc:
-    args = [sys.executable, "-m", "bench.smtp_sink", str(port)]
+    args = [sys.executable, "-m", "bench.smtp_sink", str(port), str(folder / "links.txt")]
     return Proc("smtp", args, _pythonpath(dict(os.environ)), folder / "smtp.log")
 
 

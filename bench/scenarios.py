@@ -57,7 +57,8 @@ def spread(values: list[float]) -> dict[str, float]:
     }
 
 
-INVITE = {"email": "ana@exemplo.com", "nome": "Ana"}
+# A new address for every request (bench.load.NUMBER), in every run (bench.client.RUN).
+INVITE = {"email": "b__RUN__-__N__@exemplo.com", "nome": "Ana"}
 
 
 # --- 1. accept ------------------------------------------------------------------------------
@@ -114,7 +115,7 @@ async def _paced_posts(web: Any, session: Any, rate: float, seconds: float) -> i
         while time.monotonic() - began < seconds:
             tasks.append(
                 asyncio.create_task(
-                    http.post(request.path, content=request.body, headers=request.headers)
+                    http.post(request.path, content=request.body_for(sent), headers=request.headers)
                 )
             )
             sent += 1
@@ -268,7 +269,7 @@ async def live(stack: Stack, sizes: Sizes) -> dict[str, Any]:
 
 
 async def _live_streams(stack: Stack, web: Any, settings: Any, sizes: Sizes) -> dict[str, Any]:
-    senders = [await web.session() for _ in range(sizes.live_streams - sizes.live_tabs + 1)]
+    senders = await web.sessions(sizes.live_streams - sizes.live_tabs + 1)
     streams = [senders[0]] * sizes.live_tabs + senders[1:]
     plan = stack.folder / "live" / "streams.json"
     plan.write_text(json.dumps([s.headers(Accept="text/event-stream") for s in streams]))
@@ -300,7 +301,9 @@ async def _live_streams(stack: Stack, web: Any, settings: Any, sizes: Sizes) -> 
             async def post(session: Any) -> None:
                 request = session.post_json("/convites", INVITE)
                 async with gate:
-                    await http.post(request.path, content=request.body, headers=request.headers)
+                    await http.post(
+                        request.path, content=request.body_for(0), headers=request.headers
+                    )
 
             await asyncio.gather(*(post(s) for s in senders))
         wait_until(lambda: _count(settings, "status = 'enviado'") >= len(senders), sizes.timeout)
@@ -385,7 +388,7 @@ def _page_problems(response: httpx.Response, ids: set[str], seen: dict[str, int]
 async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
     env, settings = stack.fresh_database("backlog")
     with stack.web(env, "backlog") as web:
-        bulk, waiting = await web.session(), await web.session()
+        bulk, waiting = await web.sessions(2)
         await asyncio.to_thread(
             run_wrk,
             web.base_url,
@@ -398,9 +401,9 @@ async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
         ids = set()
         async with web.http() as http:
             request = waiting.post_json("/convites", INVITE)
-            for _ in range(WAITING):
+            for number in range(WAITING):
                 response = await http.post(
-                    request.path, content=request.body, headers=request.headers
+                    request.path, content=request.body_for(number), headers=request.headers
                 )
                 ids.add(response.json()["id"])
         total = _count(settings)

@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from arq.worker import Worker
 from redis import Redis
 
 from app.config import Settings, load_settings
 from app.migrate import upgrade
+from app.worker import worker_options
 from bench import procs
-from bench.client import BrowserSession, open_session
+from bench.client import BrowserSession, open_sessions
 
 
 def parse_db_time(value: str | None) -> float | None:
@@ -73,6 +75,8 @@ class Stack:
                 "SENDS_PER_ADDRESS_PER_MINUTE": "100000000",
                 "SENDS_PER_SENDER_PER_DAY": "100000000",
                 "STREAMS_PER_SENDER": "100000",
+                "INVITES_PER_RECIPIENT_PER_DAY": "100000000",
+                "SIGNIN_LINKS_PER_CLIENT_PER_HOUR": "100000000",
             }
         )
         return env
@@ -94,7 +98,7 @@ class Stack:
         try:
             proc.wait_ready(port=port)
             self._note(proc)
-            yield WebHandle(proc, f"http://127.0.0.1:{port}")
+            yield WebHandle(proc, f"http://127.0.0.1:{port}", env, self.folder / "links.txt")
             self.rss.setdefault("web", []).append((f"{name} after", procs.rss_mb(proc.pid)))
         finally:
             proc.stop()
@@ -123,14 +127,33 @@ class Stack:
 class WebHandle:
     proc: procs.Proc
     base_url: str
+    env: dict[str, str]
+    links: Path
 
     def http(self, **kwargs: object) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
         return httpx.AsyncClient(base_url=self.base_url, timeout=30, limits=limits, **kwargs)  # type: ignore[arg-type]
 
+    async def sessions(self, count: int) -> list[BrowserSession]:
+        """``count`` new senders, each signed in by the link in its mail (an in-process burst
+        worker sends the links, so no scenario's own worker needs to be running yet)."""
+        clients = [self.http() for _ in range(count)]
+        try:
+            return await open_sessions(clients, self.links, self._deliver)
+        finally:
+            for client in clients:
+                await client.aclose()
+
     async def session(self) -> BrowserSession:
-        async with self.http() as http:
-            return await open_session(http)
+        return (await self.sessions(1))[0]
+
+    async def _deliver(self) -> None:
+        options = worker_options(load_settings(self.env))
+        worker = Worker(burst=True, handle_signals=False, **options)
+        try:
+            await worker.async_run()
+        finally:
+            await worker.close()
 
 
 def db_rows(settings: Settings, query: str, *params: object) -> list[tuple[object, ...]]:

@@ -10,6 +10,7 @@ stops the worker or the web gets them back running for the next one (``stack`` f
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from tests.services import (
     free_port,
     wait_for_port,
 )
+from tests.signing_in import sign_in_browser
 
 SLOW_AFTER_SECONDS = 3
 RECORDER = (Path(__file__).parent / "recorder.js").read_text()
@@ -145,18 +147,28 @@ def chromium(playwright_instance: Playwright) -> Iterator[Browser]:
     browser.close()
 
 
+_people = itertools.count(1)
+
+
 @pytest.fixture
-def new_context(chromium: Browser, stack: Stack) -> Iterator[Callable[..., BrowserContext]]:
-    """A factory for browser contexts (a fresh sender each), closed after the test."""
+def new_context(
+    chromium: Browser, stack: Stack, smtp_server: ScriptedSmtp
+) -> Iterator[Callable[..., BrowserContext]]:
+    """A factory for browser contexts, closed after the test. Each is a new person, signed in
+    through the real sign-in mail and its link (``signed_in=False``: nobody signed in)."""
     contexts: list[BrowserContext] = []
 
-    def make(**options: Any) -> BrowserContext:
+    def make(*, signed_in: bool = True, **options: Any) -> BrowserContext:
         options.setdefault("base_url", stack.url)
         context = chromium.new_context(**options)
         context.set_default_timeout(10_000)
         # Init scripts are not subject to the page's CSP: the app's own policy stays in force.
         context.add_init_script(RECORDER)
         contexts.append(context)
+        if signed_in:
+            page = context.new_page()
+            sign_in_browser(page, smtp_server, f"pessoa{next(_people)}@exemplo.com")
+            page.close()
         return context
 
     yield make

@@ -254,6 +254,10 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
     assert focused(page) == "A|Pular para o conteúdo"
     page.keyboard.press("Tab")  # the brand link
     page.keyboard.press("Tab")
+    assert focused(page) == "A|Marta Souza"  # the account: who is signed in
+    page.keyboard.press("Tab")
+    assert focused(page) == "BUTTON|Sair"
+    page.keyboard.press("Tab")
     assert focused(page) == "INPUT|email"
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none"
@@ -292,7 +296,7 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
     assert focused(page) == "A|hugo@exemplo.com"
 
     # Nothing traps focus: tabbing on leaves the last control and comes round to the top.
-    top = ("BODY|", "", "A|Pular para o conteúdo", "A|Convites")
+    top = ("BODY|", "", "A|Pular para o conteúdo", "A|Convites", "A|Marta Souza", "BUTTON|Sair")
     for _ in range(10):
         page.keyboard.press("Tab")
         if focused(page) in top:

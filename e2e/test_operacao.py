@@ -14,6 +14,7 @@ from playwright.sync_api import BrowserContext, expect
 from e2e.conftest import Stack
 from tests.helpers import sync_api_headers
 from tests.services import RedisServer, ScriptedSmtp, free_port
+from tests.signing_in import sign_in_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -42,22 +43,22 @@ def wait_for_failures(http: httpx.Client, count: int) -> None:
         time.sleep(0.1)
 
 
-def post(stack: Stack, *emails: str) -> None:
-    with httpx.Client(base_url=stack.url) as http:
-        headers = sync_api_headers(http)
-        for email in emails:
-            assert http.post("/convites", json={"email": email}, headers=headers).status_code == 202
+def post(http: httpx.Client, *emails: str) -> None:
+    headers = sync_api_headers(http)
+    for email in emails:
+        assert http.post("/convites", json={"email": email}, headers=headers).status_code == 202
 
 
 def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_live(
     ops_stack: Stack, smtp: ScriptedSmtp, new_context: Callable[..., BrowserContext]
 ) -> None:
+    sender = httpx.Client(base_url=ops_stack.url)
+    sign_in_sync(sender, smtp, "remetente@exemplo.com")
     smtp.always("550 5.7.1 Blocked")
-    post(ops_stack, "ana@exemplo.com", "bia@exemplo.com")
-    with httpx.Client(base_url=ops_stack.url) as http:
-        wait_for_failures(http, 2)
+    post(sender, "ana@exemplo.com", "bia@exemplo.com")
+    wait_for_failures(sender, 2)
 
-    page = new_context(base_url=ops_stack.url).new_page()
+    page = new_context(base_url=ops_stack.url, signed_in=False).new_page()
     csp: list[str] = []
     page.on("console", lambda m: csp.append(m.text) if "Security Policy" in m.text else None)
     page.goto("/operacao")
@@ -77,7 +78,8 @@ def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_live(
     # A new failure elsewhere shows up on the open page over SSE, without a reload.
     page.evaluate("window.semRecarregar = true")
     smtp.always("554 5.7.1 Spam")
-    post(ops_stack, "cris@exemplo.com")
+    post(sender, "cris@exemplo.com")
+    sender.close()
     again = page.get_by_role("button", name="Tentar de novo 1 convite com este motivo")
     expect(again).to_be_visible(timeout=15000)
     assert page.evaluate("window.semRecarregar") is True

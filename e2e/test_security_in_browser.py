@@ -30,7 +30,7 @@ def test_pages_obey_the_csp_which_blocks_inline_script_and_the_form_posts_with_i
     page.goto("/")
     page.fill("#email", "ana@exemplo.com")
     page.fill("#nome", NAME)
-    page.click("button[type=submit]")
+    page.get_by_role("button", name="Enviar convite").click()
     page.wait_for_url(stack.url + "/convites/*")
     assert "ana@exemplo.com" in page.content()
 

@@ -249,7 +249,10 @@
       // A fresh EventSource (after the extension gives up on one) sends no Last-Event-ID:
       // resume from the last id we saw through the URL instead.
       var source = document.querySelector("[sse-connect]");
-      if (source) source.setAttribute("sse-connect", "/convites/eventos?depois=" + message.lastEventId);
+      if (source) {
+        var path = source.getAttribute("sse-connect").split("?")[0];
+        source.setAttribute("sse-connect", path + "?depois=" + message.lastEventId);
+      }
     }
     if (message.type === "convite") placeRow(message.data, false);
     if (message.type === "aviso") placeNotice(message.data);
@@ -287,7 +290,7 @@
   // after a 202, the clean form takes focus back to E-mail for the next invite.
   document.addEventListener("htmx:load", function (evt) {
     var form = evt.detail.elt;
-    if (!form || form.id !== "form-convite") return;
+    if (!form || (form.id !== "form-convite" && form.id !== "form-entrar")) return;
     if (form.dataset.estado === "erro") {
       var invalid = form.querySelector('[aria-invalid="true"]');
       if (invalid) invalid.focus();

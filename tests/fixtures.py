@@ -31,6 +31,7 @@ from app.main import create_app
 from app.migrate import upgrade
 from app.worker import worker_options
 from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
+from tests.signing_in import sign_in
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,24 +154,42 @@ async def running_app(settings: Settings) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A browser of its own (its own cookie jar) talking to a running app."""
+async def app_client(
+    settings: Settings, smtp: ScriptedSmtp | None = None, email: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser of its own (its own cookie jar) talking to a running app; with ``smtp`` and
+    ``email``, signed in as that address through the real link mail (``tests.signing_in``)."""
     async with running_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            if smtp is not None and email is not None:
+                await sign_in(http, smtp, email, lambda: drain(settings))
             yield http
 
 
+#: The account the ``client`` fixture is signed in as.
+SENDER = "marta@exemplo.com"
+
+
 @pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def client(settings: Settings, smtp: ScriptedSmtp) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser signed in as ``SENDER``."""
+    async with app_client(settings, smtp, SENDER) as http:
+        yield http
+
+
+@pytest.fixture
+async def anonymous_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser nobody signed in on."""
     async with app_client(settings) as http:
         yield http
 
 
 @pytest.fixture
-def other_client(settings: Settings) -> Any:
-    """A factory for a second browser (its own cookie jar) on the same app."""
-    return lambda: app_client(settings)
+def other_client(settings: Settings, smtp: ScriptedSmtp) -> Any:
+    """A factory for another person's browser (own cookie jar, own account) on the same app."""
+    count = iter(range(1, 1000))
+    return lambda: app_client(settings, smtp, f"outra{next(count)}@exemplo.com")
 
 
 async def drain(settings: Settings, **overrides: Any) -> Worker:

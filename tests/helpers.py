@@ -16,10 +16,11 @@ from sqlalchemy import func, select
 from app.config import Settings
 from app.db import Database
 from app.live.wakeups import Announcer
-from app.models import invites
+from app.models import invite_events, invites, outbox
 from app.queries import invite_history
-from app.records import Change, Invite, record_from
+from app.records import INVITE, Change, Invite, record_from
 from app.status import Status
+from tests.services import ScriptedSmtp
 
 JSON = {"Accept": "application/json"}
 
@@ -96,20 +97,44 @@ def page_token(html: str) -> str:
     return found.group(1)
 
 
-async def invite_count(db: Database) -> int:
+async def written(db: Database) -> tuple[int, int, int]:
+    """How many invitation rows, events and outbox rows exist (sign-in mails not counted)."""
+    mine = invites.c.kind == INVITE
     async with db.read() as conn:
-        return int((await conn.execute(select(func.count()).select_from(invites))).scalar_one())
+        counts = [
+            (await conn.execute(query)).scalar_one()
+            for query in (
+                select(func.count()).select_from(invites).where(mine),
+                select(func.count()).select_from(invite_events.join(invites)).where(mine),
+                select(func.count()).select_from(outbox.join(invites)).where(mine),
+            )
+        ]
+    return int(counts[0]), int(counts[1]), int(counts[2])
+
+
+async def invite_count(db: Database) -> int:
+    """How many invitations exist (sign-in mails are not invites)."""
+    return (await written(db))[0]
 
 
 @asynccontextmanager
 async def client_for(
-    settings: Settings, base_url: str = "http://testserver", **transport: Any
+    settings: Settings,
+    base_url: str = "http://testserver",
+    *,
+    smtp: ScriptedSmtp | None = None,
+    email: str = "marta@exemplo.com",
+    **transport: Any,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """A browser (own cookie jar) on an app built with ``settings``; ``transport`` options go
-    to ``httpx.ASGITransport`` (e.g. ``client=("10.0.0.1", 1)``, ``raise_app_exceptions``)."""
-    from tests.fixtures import running_app
+    """A browser (own cookie jar) on an app built with ``settings``; with ``smtp``, signed in
+    as ``email`` through the real link mail. ``transport`` options go to
+    ``httpx.ASGITransport`` (e.g. ``client=("10.0.0.1", 1)``, ``raise_app_exceptions``)."""
+    from tests.fixtures import drain, running_app
+    from tests.signing_in import sign_in
 
     async with running_app(settings) as app:
         asgi = httpx.ASGITransport(app=app, **transport)
         async with httpx.AsyncClient(transport=asgi, base_url=base_url) as http:
+            if smtp is not None:
+                await sign_in(http, smtp, email, lambda: drain(settings))
             yield http

@@ -48,9 +48,11 @@ async def test_another_sessions_token_is_refused(
 
 
 async def test_a_post_from_a_browser_with_no_session_is_refused(
-    client: httpx.AsyncClient, db: Database
+    anonymous_client: httpx.AsyncClient, db: Database
 ) -> None:
-    response = await client.post("/convites", data={"email": "ana@exemplo.com", "csrf_token": "x"})
+    response = await anonymous_client.post(
+        "/convites", data={"email": "ana@exemplo.com", "csrf_token": "x"}
+    )
 
     assert response.status_code == 403
     assert "text/html" in response.headers["content-type"]

@@ -13,6 +13,7 @@ from app.config import Settings
 from app.db import Database
 from app.logs import JsonFormatter
 from tests.helpers import client_for
+from tests.services import ScriptedSmtp
 
 REQUEST_ID = "teste-erro-interno-1"
 
@@ -42,6 +43,7 @@ def log_lines() -> Iterator[_Lines]:
 
 async def _break_the_database(db: Database) -> None:
     async with db.write() as conn:
+        await conn.execute(text("DROP TABLE signin_tokens"))
         await conn.execute(text("DROP TABLE invite_events"))
         await conn.execute(text("DROP TABLE outbox"))
         await conn.execute(text("DROP TABLE invites"))
@@ -49,10 +51,10 @@ async def _break_the_database(db: Database) -> None:
 
 @pytest.mark.parametrize("accept", ["application/json", "text/html"])
 async def test_an_internal_error_is_a_pt_br_500_without_internals_and_logged_with_its_id(
-    settings: Settings, db: Database, log_lines: _Lines, accept: str
+    settings: Settings, db: Database, log_lines: _Lines, accept: str, smtp: ScriptedSmtp
 ) -> None:
-    await _break_the_database(db)
-    async with client_for(settings, raise_app_exceptions=False) as browser:
+    async with client_for(settings, smtp=smtp, raise_app_exceptions=False) as browser:
+        await _break_the_database(db)
         response = await browser.get(
             "/convites", headers={"Accept": accept, "X-Request-ID": REQUEST_ID}
         )

@@ -7,22 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
 
 from app.config import Settings
 from app.db import Database
-from app.models import invite_events, invites, outbox
 from tests.fixtures import drain
-from tests.helpers import JSON, api_headers, csrf_token, page_token, post_invite
-
-
-async def _row_counts(db: Database) -> tuple[int, int, int]:
-    async with db.read() as conn:
-        counts = [
-            (await conn.execute(select(func.count()).select_from(table))).scalar_one()
-            for table in (invites, invite_events, outbox)
-        ]
-    return counts[0], counts[1], counts[2]
+from tests.helpers import JSON, api_headers, csrf_token, page_token, post_invite, written
 
 
 async def test_a_plain_form_post_is_redirected_to_the_status_page(
@@ -58,7 +47,7 @@ async def test_the_accepted_row_event_and_outbox_entry_are_written_together(
 ) -> None:
     await post_invite(client, "junto@exemplo.com")
 
-    assert await _row_counts(db) == (1, 1, 1)
+    assert await written(db) == (1, 1, 1)
 
 
 BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
@@ -92,7 +81,7 @@ async def test_bad_json_input_gets_a_clear_error_and_writes_nothing(
 
     assert response.status_code == status, case
     assert message in response.text
-    assert await _row_counts(db) == (0, 0, 0)
+    assert await written(db) == (0, 0, 0)
 
 
 async def test_an_empty_form_shows_the_field_message_on_the_page(
@@ -104,7 +93,7 @@ async def test_an_empty_form_shows_the_field_message_on_the_page(
     assert response.status_code == 422
     assert 'lang="pt-BR"' in response.text
     assert "Informe o e-mail" in response.text and 'aria-invalid="true"' in response.text
-    assert await _row_counts(db) == (0, 0, 0)
+    assert await written(db) == (0, 0, 0)
 
 
 async def test_another_senders_invite_does_not_exist_for_you(

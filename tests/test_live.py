@@ -24,9 +24,10 @@ from app.live.paused import PausedCheck
 from app.live.wakeups import sender_channel
 from app.models import invite_events
 from app.records import Invite
-from tests.fixtures import BACKEND, drain, process_env
+from tests.fixtures import BACKEND, SENDER, drain, process_env
 from tests.helpers import announce, invite_row, post_invite
-from tests.services import AppProcess, RedisServer, free_port, wait_for_port
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+from tests.signing_in import sign_in
 
 
 @dataclass
@@ -96,8 +97,20 @@ def statuses(events: list[Sse]) -> list[str]:
     return [re.search(r'data-status="(\w+)"', event.data).group(1) for event in events]  # type: ignore[union-attr]
 
 
-async def test_a_new_stream_sends_the_senders_rows_and_never_another_senders(web: str) -> None:
+async def signed_in(
+    http: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, email: str
+) -> httpx.AsyncClient:
+    """``http``, signed in as ``email`` (the link mail sent by an in-process burst worker)."""
+    await sign_in(http, smtp, email, lambda: drain(settings))
+    return http
+
+
+async def test_a_new_stream_sends_the_senders_rows_and_never_another_senders(
+    web: str, settings: Settings, smtp: ScriptedSmtp
+) -> None:
     async with httpx.AsyncClient(base_url=web) as ana, httpx.AsyncClient(base_url=web) as bia:
+        await signed_in(ana, settings, smtp, "ana.remetente@exemplo.com")
+        await signed_in(bia, settings, smtp, "bia.remetente@exemplo.com")
         mine = await post_invite(ana, "ana@exemplo.com")
         theirs = await post_invite(bia, "bia@exemplo.com")
 
@@ -109,9 +122,10 @@ async def test_a_new_stream_sends_the_senders_rows_and_never_another_senders(web
 
 
 async def test_a_stream_resumes_after_last_event_id_and_sends_each_change_once(
-    web: str, settings: Settings, db: Database
+    web: str, settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
     async with httpx.AsyncClient(base_url=web) as client:
+        await signed_in(client, settings, smtp, SENDER)
         created = await post_invite(client, "caio@exemplo.com")
         cursor, listening = await listen_after_newest(
             client, db, created["id"], until=3, stop_at="enviado", header=True
@@ -126,9 +140,10 @@ async def test_a_stream_resumes_after_last_event_id_and_sends_each_change_once(
 
 
 async def test_a_change_nobody_announced_still_reaches_the_stream(
-    web: str, settings: Settings, db: Database
+    web: str, settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
     async with httpx.AsyncClient(base_url=web) as client:
+        await signed_in(client, settings, smtp, SENDER)
         created = await post_invite(client, "duda@exemplo.com")
         _, listening = await listen_after_newest(client, db, created["id"], until=1)
         # A transition whose Redis message was lost: only the periodic check can find it.
@@ -189,7 +204,11 @@ async def test_open_streams_end_cleanly_when_the_server_stops(
 
 
 async def test_the_hub_listens_again_after_redis_restarts(
-    settings: Settings, db: Database, redis_server: RedisServer, tmp_path: Path
+    settings: Settings,
+    db: Database,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    smtp: ScriptedSmtp,
 ) -> None:
     # A long periodic check: only a pub/sub wake-up can bring the change within the test.
     env = process_env(settings, WORKER_HEARTBEAT_SECONDS="30")
@@ -197,6 +216,7 @@ async def test_the_hub_listens_again_after_redis_restarts(
     with AppProcess.web(env, tmp_path / "web.log", port):
         wait_for_port(port)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await signed_in(client, settings, smtp, SENDER)
             created = await post_invite(client, "eli@exemplo.com")
             redis_server.stop()
             redis_server.start()
@@ -223,14 +243,14 @@ async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
 
 
 async def test_a_sender_cannot_open_more_streams_than_the_cap(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, smtp: ScriptedSmtp
 ) -> None:
     port = free_port()
     env = process_env(settings, STREAMS_PER_SENDER="2")
     with AppProcess.web(env, tmp_path / "web.log", port):
         wait_for_port(port)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            await client.get("/")  # the session cookie: one sender
+            await signed_in(client, settings, smtp, SENDER)  # one sender
             async with contextlib.AsyncExitStack() as open_streams:
                 for _ in range(2):
                     response = await open_streams.enter_async_context(
@@ -251,13 +271,14 @@ async def test_a_sender_cannot_open_more_streams_than_the_cap(
 
 
 async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_another(
-    web: str, settings: Settings, tmp_path: Path
+    web: str, settings: Settings, tmp_path: Path, smtp: ScriptedSmtp
 ) -> None:
     port = free_port()
     with AppProcess.web(process_env(settings), tmp_path / "web-b.log", port):
         wait_for_port(port)
         async with httpx.AsyncClient(base_url=web, timeout=10) as on_a:
-            await on_a.get("/")  # one browser, one session cookie, valid on both processes
+            # One browser, one session cookie, valid on both processes.
+            await signed_in(on_a, settings, smtp, SENDER)
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", cookies=on_a.cookies, timeout=10
             ) as on_b:

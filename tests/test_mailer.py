@@ -8,17 +8,24 @@ from datetime import UTC, datetime
 import pytest
 
 from app.config import Settings
-from app.mailer import Mailer, SendProgress, TransientSendError, build_message
+from app.mailer import Mailer, SendProgress, TransientSendError
+from app.messages import build_message
 from app.records import Invite
 from app.status import Status
 from tests.services import ScriptedSmtp, free_port
 
 
-def an_invite(name: str | None = "Ana", email: str = "ana@exemplo.com", n: int = 1) -> Invite:
+def an_invite(
+    name: str | None = "Ana",
+    email: str = "ana@exemplo.com",
+    n: int = 1,
+    sender: tuple[str | None, str] | None = ("Marta Souza", "marta@exemplo.com"),
+) -> Invite:
     now = datetime.now(UTC)
+    sender_name, sender_email = sender if sender else (None, None)
     return Invite(
         n, f"convite{n}", "remetente", email, name, Status.ENVIANDO, None, 1, 1,
-        now, now, None, None, None, "corr-1",
+        now, now, None, None, None, "corr-1", "convite", sender_name, sender_email,
     )  # fmt: skip
 
 
@@ -89,3 +96,31 @@ async def test_a_kept_connection_the_server_dropped_is_replaced_not_failed(
     finally:
         await mailer.close()
         server.stop()
+
+
+async def test_the_invitation_names_its_sender_and_replies_go_to_them(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp, settings.mail_from)
+    await send(mailer, settings, an_invite(sender=("Conceição Araújo", "ceica@exemplo.com")))
+    await mailer.close()
+
+    [received] = smtp.received
+    message = received.message
+    text = message.get_body(("plain",)).get_content()
+    assert "Conceição Araújo (ceica@exemplo.com) convidou você" in text
+    assert message["Reply-To"].addresses[0].addr_spec == "ceica@exemplo.com"
+    assert message["Reply-To"].addresses[0].display_name == "Conceição Araújo"
+    html_part = message.get_body(("html",)).get_content()
+    assert "Conceição Araújo (ceica@exemplo.com) convidou você" in html_part
+
+
+async def test_markup_in_the_senders_name_stays_text_in_the_html_part(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp, settings.mail_from)
+    await send(mailer, settings, an_invite(sender=("<b>Eu</b>", "eu@exemplo.com")))
+    await mailer.close()
+
+    html_part = smtp.received[0].message.get_body(("html",)).get_content()
+    assert "<b>" not in html_part and "&lt;b&gt;Eu&lt;/b&gt;" in html_part

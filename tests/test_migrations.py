@@ -6,12 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.migrate import upgrade
+from app.migrate import alembic_config, upgrade
 from app.models import metadata
 from tests.fixtures import make_settings
 
@@ -41,3 +42,39 @@ def test_migrating_twice_is_harmless(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, "redis://127.0.0.1:1/0", 1)
     upgrade(settings)
     upgrade(settings)
+
+
+def _rows(database_url: str, query: str) -> list[Any]:
+    async def run() -> list[Any]:
+        engine = create_async_engine(database_url)
+        async with engine.begin() as conn:
+            result = await conn.execute(text(query))
+            rows = list(result.all()) if result.returns_rows else []
+        await engine.dispose()
+        return rows
+
+    return asyncio.run(run())
+
+
+def test_accounts_leave_anonymous_rows_as_they_were_and_migrate_back(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, "redis://127.0.0.1:1/0", 1)
+    upgrade(settings, "0002")
+    _rows(
+        settings.database_url,
+        "INSERT INTO invites (public_id, sender_id, email, status, attempt, round_first_attempt,"
+        " created_at, updated_at, correlation_id) VALUES ('antigo', 'cookie-sem-conta',"
+        " 'ana@exemplo.com', 'enviado', 1, 1, '2026-01-01 00:00:00', '2026-01-01 00:00:00', 'c')",
+    )
+
+    upgrade(settings)
+    assert _rows(
+        settings.database_url,
+        "SELECT public_id, sender_id, status, kind, sender_email FROM invites",
+    ) == [("antigo", "cookie-sem-conta", "enviado", "convite", None)]
+
+    command.downgrade(alembic_config(settings.database_url), "0002")
+    assert _rows(settings.database_url, "SELECT public_id, sender_id FROM invites") == [
+        ("antigo", "cookie-sem-conta")
+    ]
+    upgrade(settings)  # and forward again
+    assert _diff(settings.database_url) == []

@@ -13,9 +13,10 @@ import httpx
 import pytest
 
 from app.config import Settings
-from tests.fixtures import process_env
+from tests.fixtures import SENDER, process_env
 from tests.helpers import sync_api_headers
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
+from tests.signing_in import sign_in_sync
 
 TOKEN = "token-de-operacao-bem-comprido"
 
@@ -65,6 +66,7 @@ def test_one_correlation_id_follows_an_invite_through_web_worker_and_email(
     web_process, base = web
     with running_worker(env, tmp_path / "worker.log") as worker:
         with httpx.Client(base_url=base) as http:
+            sign_in_sync(http, smtp, SENDER)
             response = http.post(
                 "/convites",
                 json={"email": "ana@exemplo.com"},
@@ -94,11 +96,11 @@ def test_a_stopped_worker_turns_saude_503_and_raises_the_alarm_until_it_is_back(
     web: tuple[AppProcess, str], env: dict[str, str], tmp_path: Path, smtp: ScriptedSmtp
 ) -> None:
     web_process, base = web
-    with running_worker(env, tmp_path / "worker-1.log") as worker:
-        assert httpx.get(f"{base}/saude").status_code == 200
-        worker.stop()
-
     with httpx.Client(base_url=base) as http:
+        with running_worker(env, tmp_path / "worker-1.log") as worker:
+            assert httpx.get(f"{base}/saude").status_code == 200
+            sign_in_sync(http, smtp, SENDER)
+            worker.stop()
         http.post("/convites", json={"email": "bia@exemplo.com"}, headers=sync_api_headers(http))
     down = eventually(lambda: (r := httpx.get(f"{base}/saude")).status_code == 503 and r)
     assert [p["codigo"] for p in down.json()["problemas"]] == ["no_live_worker"]

@@ -14,7 +14,7 @@ from app.config import Settings
 from app.db import Database
 from app.migrate import upgrade
 from app.status import Status
-from tests.fixtures import app_client, make_settings, process_env, short_lease_settings
+from tests.fixtures import SENDER, app_client, make_settings, process_env, short_lease_settings
 from tests.helpers import invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
 
@@ -59,7 +59,9 @@ async def test_redis_down_during_post_still_accepts_and_sends_once_redis_is_back
     own_redis, settings = stopped_redis
     database = Database(settings.database_url)
     try:
-        async with app_client(settings) as http:
+        own_redis.start()  # signing in sends a link, through Redis and a worker
+        async with app_client(settings, smtp, SENDER) as http:
+            own_redis.stop()  # the session lives in the database: still signed in
             created = await post_invite(http, "sem-redis@exemplo.com")
         assert (await invite_row(database, created["id"])).status == Status.PENDENTE
 
@@ -83,9 +85,9 @@ async def test_a_worker_killed_mid_send_leaves_the_invite_incerto_and_never_rese
 ) -> None:
     settings = short_lease
     database = Database(settings.database_url)
-    smtp.stall()
     try:
-        async with app_client(settings) as http:
+        async with app_client(settings, smtp, SENDER) as http:
+            smtp.stall()
             worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
             created = await post_invite(http, "morto@exemplo.com")
             await _wait(lambda: smtp.data_started == 1)
@@ -110,9 +112,9 @@ async def test_a_graceful_stop_never_leaves_an_invite_enviando(
 ) -> None:
     settings = short_lease
     database = Database(settings.database_url)
-    smtp.stall(at=stall_at)
     try:
-        async with app_client(settings) as http:
+        async with app_client(settings, smtp, SENDER) as http:
+            smtp.stall(at=stall_at)
             worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
             created = await post_invite(http, "parado@exemplo.com")
             await wait_for_status(database, created["id"], Status.ENVIANDO)

@@ -30,9 +30,9 @@ async def send(client: httpx.AsyncClient, email: str, **headers: str) -> httpx.R
 
 
 async def test_a_sender_over_the_per_minute_limit_gets_429_and_nothing_is_written(
-    settings: Settings, db: Database
+    settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
-    async with client_for(replace(settings, sends_per_sender_per_minute=2)) as browser:
+    async with client_for(replace(settings, sends_per_sender_per_minute=2), smtp=smtp) as browser:
         codes = [(await send(browser, f"p{i}@exemplo.com")).status_code for i in range(3)]
         refused = await send(browser, "p9@exemplo.com")
 
@@ -43,13 +43,13 @@ async def test_a_sender_over_the_per_minute_limit_gets_429_and_nothing_is_writte
 
 
 async def test_a_form_post_over_the_limit_gets_a_pt_br_page_with_retry_after(
-    settings: Settings, db: Database
+    settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
-    async with client_for(replace(settings, sends_per_sender_per_minute=1)) as browser:
+    async with client_for(replace(settings, sends_per_sender_per_minute=1), smtp=smtp) as browser:
         token = page_token((await browser.get("/")).text)
-        for _ in range(2):
+        for n in range(2):
             response = await browser.post(
-                "/convites", data={"email": "f@exemplo.com", "csrf_token": token}
+                "/convites", data={"email": f"f{n}@exemplo.com", "csrf_token": token}
             )
 
     assert response.status_code == 429
@@ -58,9 +58,11 @@ async def test_a_form_post_over_the_limit_gets_a_pt_br_page_with_retry_after(
     assert await invite_count(db) == 1
 
 
-async def test_the_limit_is_shared_by_every_web_process(settings: Settings, db: Database) -> None:
+async def test_the_limit_is_shared_by_every_web_process(
+    settings: Settings, db: Database, smtp: ScriptedSmtp
+) -> None:
     limited = replace(settings, sends_per_sender_per_minute=2)
-    async with client_for(limited) as first, client_for(limited) as second:
+    async with client_for(limited, smtp=smtp) as first, client_for(limited) as second:
         assert (await send(first, "a@exemplo.com")).status_code == 202
         assert (await send(first, "b@exemplo.com")).status_code == 202
         second.cookies = first.cookies  # the same browser, routed to another process
@@ -70,12 +72,13 @@ async def test_the_limit_is_shared_by_every_web_process(settings: Settings, db: 
 
 
 async def test_many_senders_behind_one_address_share_the_address_limit(
-    settings: Settings, db: Database
+    settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
     limited = replace(settings, sends_per_address_per_minute=3)
     codes = []
-    for _ in range(4):
-        async with client_for(limited) as browser:  # a new sender each time, same address
+    for i in range(4):
+        # A new sender each time, same address.
+        async with client_for(limited, smtp=smtp, email=f"s{i}@exemplo.com") as browser:
             codes.append((await send(browser, "x@exemplo.com")).status_code)
 
     assert codes == [202, 202, 202, 429]
@@ -83,24 +86,24 @@ async def test_many_senders_behind_one_address_share_the_address_limit(
 
 
 async def test_a_spoofed_forwarded_for_does_not_escape_the_address_limit(
-    settings: Settings,
+    settings: Settings, smtp: ScriptedSmtp
 ) -> None:
     limited = replace(settings, sends_per_address_per_minute=1)
     codes = []
     for i in range(2):
-        async with client_for(limited) as browser:
+        async with client_for(limited, smtp=smtp, email=f"s{i}@exemplo.com") as browser:
             response = await send(browser, "x@exemplo.com", **{"X-Forwarded-For": f"10.0.0.{i}"})
             codes.append(response.status_code)
     assert codes == [202, 429]
 
 
 async def test_behind_a_trusted_proxy_the_forwarded_address_is_the_one_limited(
-    settings: Settings,
+    settings: Settings, smtp: ScriptedSmtp
 ) -> None:
     limited = replace(settings, sends_per_address_per_minute=1, trust_proxy_headers=True)
     codes = []
-    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1"):
-        async with client_for(limited) as browser:
+    for i, address in enumerate(("10.0.0.1", "10.0.0.2", "10.0.0.1")):
+        async with client_for(limited, smtp=smtp, email=f"s{i}@exemplo.com") as browser:
             forwarded = f"203.0.113.9, {address}"  # the client may prepend anything
             response = await send(browser, "x@exemplo.com", **{"X-Forwarded-For": forwarded})
             codes.append(response.status_code)
@@ -108,9 +111,9 @@ async def test_behind_a_trusted_proxy_the_forwarded_address_is_the_one_limited(
 
 
 async def test_the_daily_cap_per_sender_refuses_until_its_window_ends(
-    settings: Settings, db: Database
+    settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
-    async with client_for(replace(settings, sends_per_sender_per_day=2)) as browser:
+    async with client_for(replace(settings, sends_per_sender_per_day=2), smtp=smtp) as browser:
         for i in range(2):
             assert (await send(browser, f"d{i}@exemplo.com")).status_code == 202
         refused = await send(browser, "d9@exemplo.com")
@@ -121,9 +124,11 @@ async def test_the_daily_cap_per_sender_refuses_until_its_window_ends(
     assert await invite_count(db) == 2
 
 
-async def test_a_refused_request_does_not_use_up_the_daily_cap(settings: Settings) -> None:
+async def test_a_refused_request_does_not_use_up_the_daily_cap(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
     limited = replace(settings, sends_per_sender_per_minute=1, sends_per_sender_per_day=2)
-    async with client_for(limited) as browser:
+    async with client_for(limited, smtp=smtp) as browser:
         assert (await send(browser, "a@exemplo.com")).status_code == 202
         for _ in range(3):
             assert (await send(browser, "b@exemplo.com")).status_code == 429
@@ -137,8 +142,8 @@ async def test_a_refused_request_does_not_use_up_the_daily_cap(settings: Setting
 async def test_resending_counts_against_the_limit(
     settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
-    smtp.always("550 5.1.1 No such user")
-    async with client_for(replace(settings, sends_per_sender_per_minute=1)) as browser:
+    async with client_for(replace(settings, sends_per_sender_per_minute=1), smtp=smtp) as browser:
+        smtp.always("550 5.1.1 No such user")
         created = (await send(browser, "r@exemplo.com")).json()
         await drain(settings)
         refused = await browser.post(
@@ -150,10 +155,13 @@ async def test_resending_counts_against_the_limit(
 
 
 async def test_with_redis_down_invites_are_still_accepted_and_the_pass_is_logged(
-    settings: Settings, db: Database, caplog: pytest.LogCaptureFixture
+    settings: Settings, db: Database, caplog: pytest.LogCaptureFixture, smtp: ScriptedSmtp
 ) -> None:
     no_redis = replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    async with client_for(settings, smtp=smtp) as signed_in:
+        cookies = signed_in.cookies  # sessions live in the database, not in Redis
     async with client_for(no_redis) as browser:
+        browser.cookies = cookies
         response = await browser.post(
             "/convites", json={"email": "sem-redis@exemplo.com"}, headers=await api_headers(browser)
         )

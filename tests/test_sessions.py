@@ -65,14 +65,14 @@ def test_the_web_process_exits_naming_secret_key_in_production_without_one(
 
 
 async def test_the_session_cookie_is_signed_httponly_and_samesite_lax_not_secure_over_http(
-    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
 ) -> None:
-    cookie = session_cookie(await client.get("/"))
+    cookie = session_cookie(await anonymous_client.get("/"))
     assert "httponly" in cookie and "samesite=lax" in cookie
-    assert "secure" not in cookie
+    assert "secure" not in cookie and not cookie.startswith("__host-")
 
 
-async def test_a_tampered_cookie_is_a_new_sender_who_sees_nothing(
+async def test_a_tampered_cookie_is_signed_out_and_sees_nothing(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
     await post_invite(client, "ana@exemplo.com")
@@ -80,13 +80,17 @@ async def test_a_tampered_cookie_is_a_new_sender_who_sees_nothing(
     forged = value[:-3] + ("aaa" if not value.endswith("aaa") else "bbb")
     async with client_for(settings) as other:
         other.cookies.set("convites_sessao", forged)
-        listed = (await other.get("/convites", headers=JSON)).json()
-    assert listed["convites"] == []
+        listed = await other.get("/convites", headers=JSON)
+    assert listed.status_code == 401 and "convites" not in listed.json()
 
 
-async def test_the_cookie_is_secure_when_the_request_came_over_https(settings: Settings) -> None:
+async def test_the_cookie_is_secure_and_host_only_when_the_request_came_over_https(
+    settings: Settings,
+) -> None:
     async with client_for(settings, base_url="https://convites.exemplo") as browser:
-        assert "secure" in session_cookie(await browser.get("/"))
+        cookie = session_cookie(await browser.get("/"))
+    assert cookie.startswith("__host-convites_sessao=")
+    assert "secure" in cookie and "path=/" in cookie and "domain=" not in cookie
 
 
 async def test_https_only_cookies_marks_the_cookie_secure_even_over_http(

@@ -11,18 +11,36 @@ from starlette.templating import Jinja2Templates
 
 from app.config import Settings
 from app.db import Database
+from app.records import Account
 
-SENDER_KEY = "sender"
+#: Session keys: the browser's own random id (CSRF, its sign-in mails), and the token of the
+#: server-side session once someone signed in (``app.sessions``). Cookies from before accounts
+#: carried a ``sender`` key; it is ignored, and the rows it made stay as they were.
+VISITOR_KEY = "visitante"
+SESSION_KEY = "sessao"
+
+
+def visitor_id(request: Request) -> str:
+    """This browser's random id, from the signed session cookie (a new one on first visit)."""
+    session = request.session
+    value = session.get(VISITOR_KEY)
+    if not isinstance(value, str) or not value:
+        value = secrets.token_urlsafe(16)
+        session[VISITOR_KEY] = value
+    return value
+
+
+def signed_in_account(request: Request) -> Account | None:
+    """The account ``app.web.identity`` found for this request (``None``: nobody signed in)."""
+    account: Account | None = getattr(request.state, "account", None)
+    return account
 
 
 def sender_id(request: Request) -> str:
-    """The sender this browser is, from the signed session cookie (a new one on first visit)."""
-    session = request.session
-    value = session.get(SENDER_KEY)
-    if not isinstance(value, str) or not value:
-        value = secrets.token_urlsafe(16)
-        session[SENDER_KEY] = value
-    return value
+    """The signed-in sender's id: what their invites, events and streams are scoped to."""
+    account = signed_in_account(request)
+    assert account is not None, "sender_id() outside a signed-in endpoint"
+    return account.public_id
 
 
 def client_address(request: Request) -> str:

@@ -29,8 +29,9 @@ from app.live.hub import Hub, Wakeup
 from app.live.paused import PausedCheck
 from app.live.settle import StreamCursor
 from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
-from app.records import Invite
-from app.web.common import db_of, sender_id, settings_of, templates_of, too_many_requests
+from app.records import INVITE, SIGNIN_MAIL, Invite
+from app.web.common import db_of, settings_of, templates_of, too_many_requests, visitor_id
+from app.web.identity import identify
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,9 @@ def cursor_from(request: Request) -> int | None:
 def render_row(
     templates: Jinja2Templates, invite: Invite, event_id: int, now: datetime, settings: Settings
 ) -> str:
-    template = templates.get_template("_invite_row.html")
+    """The row fragment of an invite, or of a sign-in mail (the same data-* contract)."""
+    name = "_signin_row.html" if invite.kind == SIGNIN_MAIL else "_invite_row.html"
+    template = templates.get_template(name)
     return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
 
 
@@ -83,13 +86,14 @@ class ShutdownBell:
 class Stream:
     """The state of one open stream: whose it is, how far it has read, what it last said."""
 
-    def __init__(self, request: Request, cursor: int | None) -> None:
+    def __init__(self, request: Request, cursor: int | None, scope: str, kind: str) -> None:
         self.db: Database = db_of(request)
         self.redis: Any = request.state.redis
         self.hub: Hub = request.state.hub
         self.settings = settings_of(request)
         self.templates = templates_of(request)
-        self.sender = sender_id(request)
+        self.sender = scope  # a signed-in account's id, or a signed-out browser's (its links)
+        self.kind = kind
         self.cursor = StreamCursor(cursor, exact=self.db.is_sqlite)
         self.slot: StreamSlot | None = None
         self.slot_refreshed = time.monotonic()
@@ -109,7 +113,7 @@ class Stream:
         # anything newer is sent again later, never lost.
         newest = await queries.last_event_id(self.db, self.sender)
         await self.cursor.start_at_snapshot(self.db, self.sender, newest)
-        page = await queries.invite_page(self.db, self.sender)
+        page = await queries.invite_page(self.db, self.sender, kind=self.kind)
         return [
             self.row_event(row, page.event_ids.get(row.id, 0)) for row in reversed(page.invites)
         ]
@@ -174,8 +178,16 @@ class Stream:
 
 
 async def stream(request: Request) -> Response:
-    """GET /convites/eventos: this sender's changes as server-sent events."""
-    live = Stream(request, cursor_from(request))
+    """GET /convites/eventos: this sender's changes as server-sent events.
+
+    Signed in: the account's invites. Signed out (the sign-in page): this browser's own sign-in
+    mails, scoped to its id exactly as invites are scoped to an account.
+    """
+    account = await identify(request)
+    if account is None:
+        live = Stream(request, cursor_from(request), visitor_id(request), SIGNIN_MAIL)
+    else:
+        live = Stream(request, cursor_from(request), account.public_id, INVITE)
     try:
         slot = await open_stream_slot(live.redis, live.sender, live.settings.streams_per_sender)
     except TooManyStreams as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any
@@ -14,10 +13,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app import queries, ratelimit, transitions
 from app.clock import utcnow
 from app.live.paused import sending_paused
-from app.live.wakeups import Announcer
 from app.logs import correlation_id
-from app.queue import Publisher
-from app.records import Change, Invite
+from app.records import Account, Change, Invite
 from app.status import RESENDABLE
 from app.validation import InvalidInvite, parse_invite
 from app.web.common import (
@@ -31,35 +28,20 @@ from app.web.common import (
     too_many_requests,
     wants_json,
 )
+from app.web.forms import (
+    BadBody,
+    invalid_form,
+    publish_fast,
+    read_body,
+    typed_values,
+    wait_text,
+)
+from app.web.identity import identify, signed_in
 from app.web.middleware.csrf import csrf_token
 from app.web.present import event_json, invite_json
+from app.web.signin import sign_in_page
 
 log = logging.getLogger(__name__)
-
-
-class BadBody(ValueError):
-    """The request body is not something we can read (malformed JSON, not an object)."""
-
-
-async def _read_body(request: Request) -> dict[str, Any]:
-    if request.headers.get("content-type", "").startswith("application/json"):
-        try:
-            data = json.loads(await request.body())
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            raise BadBody("O corpo da requisição não é um JSON válido.") from None
-        if not isinstance(data, dict):
-            raise BadBody('Envie um objeto JSON, por exemplo {"email": "ana@exemplo.com"}.')
-        return data
-    form = await request.form()
-    return {key: value for key, value in form.items() if isinstance(value, str)}
-
-
-async def _publish_fast(request: Request, change: Change) -> None:
-    """Enqueue right after the commit; if Redis is down the outbox relay does it later."""
-    publisher: Publisher = request.state.publisher
-    await publisher.publish_or_leave([change])
-    announcer: Announcer = request.state.announcer
-    await announcer.announce(change)
 
 
 def _accepted(request: Request, change: Change, *, fresh_form: bool = False) -> Response:
@@ -98,71 +80,85 @@ _LIMIT_MESSAGES = {
     "sender_minute": "Você enviou muitos convites em pouco tempo. Tente de novo em {wait}.",
     "address_minute": "Muitos convites saindo da sua rede agora. Tente de novo em {wait}.",
     "sender_day": "Você chegou ao limite de {limit} convites por dia. Tente de novo em {wait}.",
+    "recipient_day": (
+        "Este endereço já recebeu {limit} convites hoje, de todos os remetentes. "
+        "Tente de novo em {wait}."
+    ),
 }
 
 
-def _wait_text(seconds: int) -> str:
-    if seconds < 120:
-        return f"{seconds} segundos"
-    if seconds < 2 * 3600:
-        return f"{-(-seconds // 60)} minutos"
-    return f"{-(-seconds // 3600)} horas"
-
-
-async def _over_limit(request: Request) -> Response | None:
+async def _over_limit(request: Request, recipient: str) -> Response | None:
     """429 when this send would pass a rate limit (nothing is counted or written then)."""
     limits = ratelimit.send_limits(
-        settings_of(request), sender_id(request), client_address(request)
+        settings_of(request), sender_id(request), client_address(request), recipient
     )
     refusal = await ratelimit.take(request.state.redis, limits)
     if refusal is None:
         return None
     message = _LIMIT_MESSAGES[refusal.limit.kind].format(
-        wait=_wait_text(refusal.retry_after), limit=refusal.limit.limit
+        wait=wait_text(refusal.retry_after), limit=refusal.limit.limit
     )
     return too_many_requests(request, message, refusal.retry_after)
 
 
+def _already_invited(request: Request, existing: Invite) -> Response:
+    """409: this sender's invite to that address is still on its way (or arrived)."""
+    location = f"/convites/{existing.public_id}"
+    message = (
+        f"Você já convidou {existing.email} e o convite está {existing.status.value}. "
+        "Acompanhe o convite existente em vez de enviar outro."
+    )
+    if wants_json(request):
+        return JSONResponse(
+            {"erro": message, "convite": location, "status": existing.status.value},
+            status_code=409,
+            headers={"Location": location},
+        )
+    return render(
+        request,
+        "_error.html" if is_htmx(request) else "error.html",
+        {"message": message, "status_code": 409, "link": location},
+        status_code=409,
+    )
+
+
+@signed_in
 async def create(request: Request) -> Response:
     """POST /convites: validate, write the row + event + outbox, enqueue, answer 202."""
     try:
-        data = await _read_body(request)
+        data = await read_body(request)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     try:
         invite_request = parse_invite(data)
     except InvalidInvite as exc:
         return await _invalid(request, data, exc.errors)
-    refused = await _over_limit(request)
+    db, account = db_of(request), request.state.account
+    existing = await queries.active_invite_to(db, account.public_id, invite_request.email)
+    if existing is not None:
+        return _already_invited(request, existing)
+    refused = await _over_limit(request, invite_request.email)
     if refused is not None:
         return refused
     change = await transitions.create_invite(
-        db_of(request),
-        sender_id=sender_id(request),
+        db,
+        sender_id=account.public_id,
         email=invite_request.email,
         name=invite_request.name,
         correlation_id=correlation_id.get() or "",
+        sender_name=account.name,
+        sender_email=account.email,
     )
     log.info("invite accepted", extra={"invite": change.invite.public_id})
-    await _publish_fast(request, change)
+    await publish_fast(request, change)
     return _accepted(request, change, fresh_form=True)
 
 
 async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
-    if wants_json(request):
-        return JSONResponse({"erro": "Confira os campos.", "campos": errors}, status_code=422)
-    values = {
-        key: data.get(key) if isinstance(data.get(key), str) else "" for key in ("email", "nome")
-    }
-    if is_htmx(request):
-        # The form posts with hx-swap="none" (the row goes to the list); errors replace the form.
-        return render(
-            request,
-            "_form.html",
-            {"errors": errors, "values": values},
-            status_code=422,
-            headers={"HX-Retarget": "#form-convite", "HX-Reswap": "outerHTML"},
-        )
+    values = typed_values(data, "email", "nome")
+    answer = invalid_form(request, errors, values, "_form.html", "form-convite")
+    if answer is not None:
+        return answer
     context = await _index_context(request)
     context.update(errors=errors, values=values)
     return render(request, "index.html", context, status_code=422)
@@ -191,7 +187,10 @@ async def _index_context(request: Request) -> dict[str, Any]:
 
 
 async def index(request: Request) -> Response:
-    """GET /: the form and "Meus convites"."""
+    """GET /: the form and "Meus convites"; signed out, what Convites is and the sign-in form."""
+    account: Account | None = await identify(request)
+    if account is None:
+        return await sign_in_page(request)
     return render(request, "index.html", await _index_context(request))
 
 
@@ -201,6 +200,7 @@ def _before(request: Request) -> int | None:
     return int(raw) if re.fullmatch(r"[0-9]{1,18}", raw) else None
 
 
+@signed_in
 async def list_mine(request: Request) -> Response:
     """GET /convites: this sender's invites, newest first, in pages of ``app.queries.PAGE_SIZE``."""
     before = _before(request)
@@ -229,6 +229,7 @@ async def _mine_or_404(request: Request) -> Invite | Response:
     return invite
 
 
+@signed_in
 async def show(request: Request) -> Response:
     """GET /convites/{id}: the truth about one invite, with its history."""
     invite = await _mine_or_404(request)
@@ -253,12 +254,13 @@ async def show(request: Request) -> Response:
     return render(request, "invite.html", context)
 
 
+@signed_in
 async def resend(request: Request) -> Response:
     """POST /convites/{id}/reenviar: from ``falhou`` or ``incerto`` only; one attempt per click."""
     invite = await _mine_or_404(request)
     if isinstance(invite, Response):
         return invite
-    refused = await _over_limit(request)
+    refused = await _over_limit(request, invite.email)
     if refused is not None:
         return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
@@ -273,5 +275,5 @@ async def resend(request: Request) -> Response:
     log.info(
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
     )
-    await _publish_fast(request, change)
+    await publish_fast(request, change)
     return _accepted(request, change)

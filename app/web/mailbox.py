@@ -13,6 +13,8 @@ from app.mailbox import list_messages, read_message
 from app.web.common import error_response, render
 
 _NAME = re.compile(r"^[0-9]+-[0-9a-f]{8}$")
+#: Links a message's text carries (a sign-in link, an invitation), to click from the mailbox.
+_LINK = re.compile(r"https?://[^\s<>\"']+")
 
 
 def routes(folder: Path) -> list[Route]:
@@ -24,6 +26,8 @@ def routes(folder: Path) -> list[Route]:
         path = folder / f"{name}.eml"
         if not _NAME.match(name) or not path.exists():
             return error_response(request, 404, "Mensagem não encontrada.")
-        return render(request, "caixa_mensagem.html", {"message": read_message(path)})
+        found = read_message(path)
+        links = list(dict.fromkeys(_LINK.findall(found.text)))
+        return render(request, "caixa_mensagem.html", {"message": found, "links": links})
 
     return [Route("/caixa", inbox), Route("/caixa/{name}", message)]

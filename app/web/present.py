@@ -90,6 +90,33 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
     return StatusText(label, f"Recebemos, enviando… (convite para {who})")
 
 
+def describe_signin(invite: Invite) -> StatusText:
+    """The truth about a sign-in mail in pt-BR: the same honesty as an invite's."""
+    who = invite.email
+    label = LABELS[invite.status]
+    if invite.status == Status.ENVIADO:
+        return StatusText(
+            label,
+            f"Link de acesso enviado para {who}. Confira sua caixa de entrada.",
+            f"Enviado às {local_time(invite.sent_at)}. O link vale por pouco tempo e só uma vez.",
+        )
+    if invite.status == Status.FALHOU:
+        return StatusText(
+            label,
+            f"Não foi possível enviar o link de acesso para {who}.",
+            f"{invite.error or 'Motivo desconhecido.'} Confira o endereço e peça outro link.",
+        )
+    if invite.status == Status.INCERTO:
+        return StatusText(
+            label,
+            f"Não conseguimos confirmar o envio do link para {who}.",
+            "Ele pode ter saído. Confira sua caixa de entrada ou peça outro link.",
+        )
+    if invite.status == Status.ENVIANDO:
+        return StatusText(label, f"Enviando o link de acesso para {who}…")
+    return StatusText(label, f"Recebemos, enviando o link… (para {who})")
+
+
 PAUSED_NOTICE = (
     "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
 )

@@ -1,13 +1,13 @@
 """CSRF: every state-changing request carries a token only this sender's pages can know.
 
-The token is an HMAC of the sender id (from the signed session cookie) with ``SECRET_KEY``, so
-it needs no storage and lives as long as the session. Pages put it in a hidden ``csrf_token``
-form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token`` (set with
-``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /convites`` and send
-the same header. A POST/PUT/PATCH/DELETE without a valid token gets 403 before any endpoint runs.
-Requests authenticated by an ``Authorization: Bearer`` header are not checked: browsers never
-send one on their own, so they cannot be forged from another site.
-"""
+The token is an HMAC of the browser's id (``visitante`` in the signed session cookie) with
+``SECRET_KEY``, so it needs no storage and lives as long as the cookie; signing in gives the
+browser a new id, so a token seen before sign-in is worthless after it. Pages put it in a hidden
+``csrf_token`` form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token``
+(set with ``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /convites``
+and send the same header. A POST/PUT/PATCH/DELETE without a valid token gets 403 before any
+endpoint runs. Requests authenticated by an ``Authorization: Bearer`` header are not checked:
+browsers never send one on their own, so they cannot be forged from another site."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.web.common import SENDER_KEY, error_response, sender_id, settings_of
+from app.web.common import VISITOR_KEY, error_response, settings_of, visitor_id
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def csrf_token(request: Request) -> str:
     """The token for this request's sender ("" where there is no session, e.g. a 413 page)."""
     if "session" not in request.scope:
         return ""
-    return token_for(settings_of(request).secret_key, sender_id(request))
+    return token_for(settings_of(request).secret_key, visitor_id(request))
 
 
 @pass_context
@@ -145,7 +145,7 @@ class CsrfMiddleware:
         await self.app(scope, receive, send)
 
     def _valid(self, scope: Scope, given: str | None) -> bool:
-        sender = scope.get("session", {}).get(SENDER_KEY)
+        sender = scope.get("session", {}).get(VISITOR_KEY)
         if not given or not isinstance(sender, str) or not sender:
             return False
         return hmac.compare_digest(given.encode(), token_for(self.secret_key, sender).encode())

@@ -10,7 +10,10 @@ class SchemeAwareSessionMiddleware:
     """Starlette's signed-cookie sessions, with ``Secure`` whenever the request came by HTTPS.
 
     ``always_secure`` (``HTTPS_ONLY_COOKIES``) sets it on every response, for deployments that
-    terminate TLS somewhere that does not say so.
+    terminate TLS somewhere that does not say so. A ``Secure`` cookie is named with the
+    ``__Host-`` prefix: the browser then keeps it only from HTTPS, for this host alone and path
+    ``/`` (no subdomain can plant or read it). The cookie holds the browser's id and the token
+    of its server-side session (``app.sessions``), never the account itself.
     """
 
     def __init__(
@@ -20,7 +23,7 @@ class SchemeAwareSessionMiddleware:
             return SessionMiddleware(
                 app,
                 secret_key=secret_key,
-                session_cookie=cookie,
+                session_cookie=f"__Host-{cookie}" if secure else cookie,
                 max_age=max_age,
                 same_site="lax",
                 https_only=secure,

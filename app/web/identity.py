@@ -1,0 +1,79 @@
+"""Who is asking: the signed-in account behind the session cookie, and the doors that need one.
+
+The signed cookie (``app.web.middleware.sessions``) carries the token of a server-side session
+(``app.sessions``); each endpoint that needs the account looks it up once (``identify``).
+``signed_in`` guards an endpoint: nobody signed in gets 401 (JSON), ``HX-Redirect`` (htmx) or a
+303 to ``/entrar`` (a plain form or page), and the endpoint never runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from functools import wraps
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from app import sessions
+from app.records import Account
+from app.web.common import SESSION_KEY, VISITOR_KEY, db_of, is_htmx, settings_of, wants_json
+
+Handler = Callable[[Request], Awaitable[Response]]
+SIGN_IN_FIRST = "Entre com seu e-mail para continuar."
+
+
+async def identify(request: Request) -> Account | None:
+    """The account of this request's session (looked up once per request), or ``None``."""
+    if hasattr(request.state, "account"):
+        found: Account | None = request.state.account
+        return found
+    token = request.session.get(SESSION_KEY)
+    account = None
+    if isinstance(token, str) and token:
+        account = await sessions.account_of(db_of(request), token)
+    request.state.account = account
+    return account
+
+
+def refuse_anonymous(request: Request) -> Response:
+    if wants_json(request):
+        return JSONResponse({"erro": SIGN_IN_FIRST}, status_code=401)
+    if is_htmx(request):
+        return Response(status_code=401, headers={"HX-Redirect": "/entrar"})
+    return RedirectResponse("/entrar", status_code=303)
+
+
+def signed_in(handler: Handler) -> Handler:
+    """Run ``handler`` only for a signed-in account (``sender_id(request)`` is then its id)."""
+
+    @wraps(handler)
+    async def guarded(request: Request) -> Response:
+        if await identify(request) is None:
+            return refuse_anonymous(request)
+        return await handler(request)
+
+    return guarded
+
+
+async def begin_session(request: Request, account: Account) -> None:
+    """Sign this browser in as ``account``, with a cookie that shares nothing with the old one.
+
+    The old cookie (and any copy of it) stays a visitor's: no session fixation.
+    """
+    settings = settings_of(request)
+    token = await sessions.start(db_of(request), account.id, settings.session_ttl_seconds)
+    request.session.clear()
+    request.session[VISITOR_KEY] = secrets.token_urlsafe(16)
+    request.session[SESSION_KEY] = token
+    request.state.account = account
+
+
+async def end_session(request: Request) -> None:
+    """Sign out on the server too: a copy of the cookie is refused afterwards."""
+    token = request.session.get(SESSION_KEY)
+    if isinstance(token, str) and token:
+        await sessions.end(db_of(request), token)
+    request.session.clear()
+    request.session[VISITOR_KEY] = secrets.token_urlsafe(16)
+    request.state.account = None

@@ -1,0 +1,78 @@
+"""Signing in by link in Chromium: the page tells the truth about the link mail as it does about
+invites, the link from the real mail signs in, and a second browser of the same account sees the
+same list, live."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import BrowserContext, expect
+
+from e2e.conftest import Stack
+from e2e.test_live_pages import (
+    SENT,
+    announcements,
+    assert_page_was_honest,
+    open_home,
+    row,
+    submit,
+    wait_for_announcement,
+)
+from tests.services import ScriptedSmtp
+from tests.signing_in import sign_in_browser, wait_for_link
+
+pytestmark = pytest.mark.e2e
+
+EMAIL = "leitora@exemplo.com"
+ASKED = f"Recebemos, enviando o link… (para {EMAIL})"
+LINK_SENT = f"Link de acesso enviado para {EMAIL}. Confira sua caixa de entrada."
+
+
+def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    page = open_home(new_context(signed_in=False).new_page())
+    expect(page.get_by_role("heading", level=1)).to_have_text("Entrar no Convites")
+    assert Axe().run(page).violations_count == 0
+
+    page.get_by_label("E-mail").fill(EMAIL)
+    page.get_by_role("button", name="Enviar link de acesso").click()
+    wait_for_announcement(page, LINK_SENT)
+    assert announcements(page) == [("status", ASKED), ("status", LINK_SENT)]
+    expect(page.get_by_label("E-mail")).to_be_focused()
+    assert_page_was_honest(page)
+
+    page.goto(wait_for_link(smtp, EMAIL))
+    page.get_by_role("button", name="Entrar").click()
+    expect(page).to_have_url(re.compile(r"/conta\?primeira=1$"))
+    assert Axe().run(page).violations_count == 0
+    page.get_by_label("Seu nome").fill("Leitora Atenta")
+    page.get_by_role("button", name="Salvar").click()
+
+    expect(page).to_have_url(re.compile(r"/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Enviar um convite")
+    expect(page.get_by_role("navigation", name="Sua conta")).to_contain_text("Leitora Atenta")
+
+    page.get_by_role("button", name="Sair").click()
+    expect(page).to_have_url(re.compile(r"/entrar$"))
+    page.goto("/convites")
+    expect(page).to_have_url(re.compile(r"/entrar$"))  # signed out on the server too
+
+
+def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent_live(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    phone, laptop = new_context(signed_in=False), new_context(signed_in=False)
+    for context in (phone, laptop):
+        sign_in_browser(context.new_page(), smtp, "dupla.tela@exemplo.com")
+    on_phone = open_home(phone.new_page())
+    on_laptop = open_home(laptop.new_page())
+
+    submit(on_phone, "amiga@exemplo.com")
+
+    expect(row(on_laptop, "amiga@exemplo.com")).to_have_attribute("data-status", "enviado")
+    wait_for_announcement(on_phone, SENT.format("amiga@exemplo.com"))
+    assert_page_was_honest(on_laptop)
