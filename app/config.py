@@ -98,6 +98,8 @@ class Settings:
     alarm_pending_seconds: float
     alarm_check_seconds: float
     ops_token: str | None
+    return_path: str = "devolucoes@localhost"
+    bounce_listen: tuple[str, int] = ("127.0.0.1", 2525)
 
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
@@ -150,6 +152,20 @@ def _ops_token(raw: str) -> str | None:
     if len(raw) < 16:
         raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
     return raw
+
+
+def _return_path(raw: str) -> str:
+    local, at, domain = raw.strip().rpartition("@")
+    if not at or not local or not domain or "+" in local or any(c in raw for c in " <>\r\n"):
+        raise ValueError("must be a plain address without '+', e.g. devolucoes@convites.example")
+    return f"{local}@{domain.lower()}"
+
+
+def _host_port(raw: str) -> tuple[str, int]:
+    host, colon, port = raw.strip().rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be host:port, e.g. 127.0.0.1:2525")
+    return host.strip("[]"), int(port)
 
 
 def _env_name(raw: str) -> str:
@@ -251,4 +267,12 @@ def _read(env: Mapping[str, str]) -> Settings:
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
         ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
+        # Bounces come back to a VERP address of this one (app.bounces.addresses).
+        return_path=_parse(env, "RETURN_PATH", f"devolucoes@{_mail_domain(env)}", _return_path),
+        bounce_listen=_parse(env, "BOUNCE_LISTEN", "127.0.0.1:2525", _host_port),
     )
+
+
+def _mail_domain(env: Mapping[str, str]) -> str:
+    address = env.get("MAIL_FROM", "Convites <convites@localhost>")
+    return address.rpartition("@")[2].strip(" >").lower() or "localhost"

@@ -9,6 +9,8 @@ click never both win.
     enviando → incerto (lease expired, or the send broke mid-DATA)
     enviando → pendente (graceful stop before DATA)
     falhou | incerto → pendente (the person, or an operator, asks again)
+    enviado | incerto → devolvido (a bounce said the message did not arrive)
+    devolvido → pendente (the person corrected the address and asks again)
 
 No web, no Redis here; callers publish the returned changes (``app.queue.Publisher``) and
 announce them (``app.live.wakeups.Announcer``).
@@ -29,7 +31,7 @@ from app.db import Database
 from app.models import invite_events, invites, outbox
 from app.outbox import outbox_values
 from app.records import Change, Invite, NewInvite, new_public_id, record_from
-from app.status import RESENDABLE, FailureClass, Status
+from app.status import BOUNCEABLE, CORRECTABLE, RESENDABLE, FailureClass, Status
 
 
 def _event_values(invite: Invite, failure_class: FailureClass | None = None) -> dict[str, Any]:
@@ -378,3 +380,49 @@ async def request_resend_many(
             enqueue=True,
         )
     return sorted(changes, key=lambda change: change.invite.id)
+
+
+async def mark_bounced(
+    conn: AsyncConnection, invite_id: int, attempt: int | None, reason: str
+) -> Change | None:
+    """``enviado | incerto → devolvido``: a delivery status notification said it failed for good.
+
+    Runs in the caller's transaction (``app.bounces.store`` records the bounce with it). When the
+    bounce names its attempt, only that attempt may turn: a late bounce of an address the person
+    has since corrected must not mark the new send. ``None``: the invite is in another state
+    (already answered, already devolvido, sent again), and the bounce stays history only.
+    """
+    where = [invites.c.id == invite_id, invites.c.status.in_([s.value for s in BOUNCEABLE])]
+    if attempt is not None:
+        where.append(invites.c.attempt == attempt)
+    changes = await _transition_all(
+        conn,
+        where,
+        {
+            "status": Status.DEVOLVIDO.value,
+            "error": reason,
+            "lease_expires_at": None,
+            "next_attempt_at": None,
+        },
+    )
+    return changes[0] if changes else None
+
+
+async def correct_and_resend(
+    db: Database, sender_id: str, public_id: str, email: str
+) -> Change | None:
+    """``devolvido → pendente`` with the address the person corrected: a new attempt, a fresh
+    retry budget, its own outbox row. The bounce stays in the history.
+
+    ``None`` when the invite is not (or no longer) ``devolvido``.
+    """
+    return await _transition(
+        db,
+        [
+            invites.c.public_id == public_id,
+            invites.c.sender_id == sender_id,
+            invites.c.status.in_([s.value for s in CORRECTABLE]),
+        ],
+        {**_resend_values(utcnow()), "email": email, "sent_at": None},
+        enqueue=True,
+    )

@@ -7,8 +7,10 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import aiosmtplib
 import httpx
 from redis.asyncio import Redis
 from sqlalchemy import func, select
@@ -113,3 +115,36 @@ async def client_for(
         asgi = httpx.ASGITransport(app=app, **transport)
         async with httpx.AsyncClient(transport=asgi, base_url=base_url) as http:
             yield http
+
+
+BOUNCE_SAMPLES = Path(__file__).resolve().parent / "data" / "bounces"
+
+
+def bounce_sample(name: str, invite: Invite, return_path: str, attempt: int | None = None) -> bytes:
+    """A sample from ``tests/data/bounces/`` pointed at ``invite``: its address, its VERP
+    envelope sender, its Message-ID and DSN envelope id (of ``attempt``, default its own)."""
+    local, _, domain = return_path.rpartition("@")
+    attempt = invite.attempt if attempt is None else attempt
+    tokens = {
+        "{{email}}": invite.email,
+        "{{verp}}": f"{local}+{invite.public_id}@{domain}",
+        "{{message_id}}": f"<{invite.public_id}.{attempt}@localhost>",
+        "{{envid}}": f"{invite.public_id}.{attempt}",
+    }
+    raw = (BOUNCE_SAMPLES / name).read_bytes()
+    for token, value in tokens.items():
+        raw = raw.replace(token.encode(), value.encode())
+    return raw
+
+
+async def send_bounce(port: int, raw: bytes, to: str) -> None:
+    """Hand ``raw`` to the bounce receiver over SMTP, as a mail server returns a bounce
+    (null reverse-path ``MAIL FROM:<>``)."""
+    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, timeout=10)
+    async with client:
+        await client.mail("")
+        try:
+            await client.rcpt(to)
+        except aiosmtplib.SMTPRecipientRefused as exc:
+            raise aiosmtplib.SMTPRecipientsRefused([exc]) from exc
+        await client.data(raw)
