@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import queries, ratelimit, transitions
+from app.bounces.history import bounces_of
 from app.clock import utcnow
 from app.live.paused import sending_paused
 from app.live.wakeups import Announcer
@@ -250,6 +251,7 @@ async def show(request: Request) -> Response:
         return render(request, "_invite_row.html", context)
     paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
     context.update(history=history, cursor=cursor, paused=paused)
+    context["bounces"] = await bounces_of(db, invite.id)
     return render(request, "invite.html", context)
 
 
