@@ -24,6 +24,7 @@ from aiosmtpd.smtp import SMTP
 from redis.asyncio import Redis
 
 from app.bounces.addresses import public_id_of
+from app.bounces.heartbeat import HEARTBEAT_SECONDS, beat, forget
 from app.bounces.store import receive
 from app.config import VAR_DIR, Settings
 from app.db import Database
@@ -32,8 +33,6 @@ from app.live.wakeups import Announcer
 log = logging.getLogger(__name__)
 
 MAX_BOUNCE_BYTES = 10 * 1024 * 1024
-RECEIVERS_KEY = "convites:bounce-receivers"
-HEARTBEAT_SECONDS = 5.0
 
 
 class BounceHandler:
@@ -77,19 +76,6 @@ class BounceHandler:
         return path
 
 
-async def beat(redis: Redis, receiver_id: str) -> None:
-    await redis.zadd(RECEIVERS_KEY, {receiver_id: time.time()})
-
-
-async def live_receivers(redis: Redis) -> tuple[int, int]:
-    """(receivers with a fresh beat, receivers seen in the last hour)."""
-    now = time.time()
-    await redis.zremrangebyscore(RECEIVERS_KEY, "-inf", now - 3600)
-    fresh = await redis.zcount(RECEIVERS_KEY, now - 3 * HEARTBEAT_SECONDS, "+inf")
-    seen = await redis.zcard(RECEIVERS_KEY)
-    return int(fresh), int(seen)
-
-
 async def _beat_forever(redis: Redis, receiver_id: str) -> None:
     while True:
         try:
@@ -131,7 +117,7 @@ async def bounce_receiver(settings: Settings, spool: Path | None = None) -> Asyn
         with suppress(asyncio.CancelledError):
             await heartbeat
         with suppress(Exception):
-            await asyncio.wait_for(redis.zrem(RECEIVERS_KEY, receiver_id), 2)
+            await asyncio.wait_for(forget(redis, receiver_id), 2)
         await announcer.close()
         await redis.aclose()
         await db.dispose()
