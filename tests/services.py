@@ -301,6 +301,11 @@ class AppProcess:
         return cls([sys.executable, "-m", "arq", "app.worker.WorkerSettings"], env, log_path)
 
     @classmethod
+    def bounces(cls, env: dict[str, str], log_path: Path) -> AppProcess:
+        """``python -m app bounces``: the bounce receiver on the env's ``BOUNCE_LISTEN``."""
+        return cls([sys.executable, "-m", "app", "bounces"], env, log_path)
+
+    @classmethod
     def web(cls, env: dict[str, str], log_path: Path, port: int) -> AppProcess:
         args = [
             sys.executable,
