@@ -96,11 +96,12 @@ async def bounce_receiver(settings: Settings, spool: Path | None = None) -> Asyn
     announcer = Announcer(redis)
     handler = BounceHandler(db, announcer, settings.return_path, spool or VAR_DIR / "bounces-spool")
     host, port = settings.bounce_listen
+    greeting_name = socket.getfqdn()  # once: a DNS lookup per connection would stall the loop
     server = await asyncio.get_running_loop().create_server(
         lambda: SMTP(
             handler,
             data_size_limit=MAX_BOUNCE_BYTES,
-            hostname=socket.getfqdn(),
+            hostname=greeting_name,
             ident="Convites bounce receiver",
         ),
         host,
