@@ -71,6 +71,8 @@ async def test_a_devolvido_invite_shows_the_reason_the_history_and_the_correctio
     body = (await client.get(f"/convites/{created['id']}", headers=JSON)).json()
 
     assert body["status"] == "devolvido"
+    [kept] = body["devolucoes"]
+    assert (kept["classe"], kept["efeito"], kept["codigo"]) == ("permanent", "devolvido", "5.1.1")
     assert "a caixa não existe (5.1.1). Informado por googlemail.com." in body["erro"]
     assert "Corrigir e reenviar" in page and 'action="/convites/' in page
     assert "Devoluções recebidas" in page and "devolvido: O servidor do destinatário" in page

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 
+from app.bounces.reasons import history_line
 from app.db import Database
 from app.models import bounces, invites
 from app.records import Invite, record_from
@@ -35,6 +37,21 @@ class Bounce:
 _COLUMNS = [bounces.c[name] for name in Bounce.__dataclass_fields__]
 
 
+def bounce_json(bounce: Bounce) -> dict[str, Any]:
+    """A kept bounce in an invite's JSON history (pt-BR keys, like the rest of the API)."""
+    return {
+        "id": bounce.id,
+        "em": bounce.received_at.isoformat(),
+        "classe": bounce.kind,
+        "efeito": bounce.outcome,
+        "codigo": bounce.status_code,
+        "motivo": bounce.reason,
+        "informado_por": bounce.reporting_host,
+        "tentativa": bounce.attempt,
+        "descricao": history_line(bounce.kind, bounce.outcome, bounce.reason),
+    }
+
+
 async def bounces_of(db: Database, invite_id: int) -> list[Bounce]:
     """Every bounce received for one invite, oldest first (its history keeps them all)."""
     async with db.read() as conn:
@@ -42,13 +59,6 @@ async def bounces_of(db: Database, invite_id: int) -> list[Bounce]:
             select(*_COLUMNS).where(bounces.c.invite_id == invite_id).order_by(bounces.c.id)
         )
         return [record_from(Bounce, row) for row in rows.all()]
-
-
-async def raw_bounce(db: Database, bounce_id: int) -> bytes | None:
-    """The message as it was received (an operator looks at an unreadable one)."""
-    async with db.read() as conn:
-        raw = (await conn.execute(select(bounces.c.raw).where(bounces.c.id == bounce_id))).scalar()
-    return bytes(raw) if raw is not None else None
 
 
 async def bounce_counts(db: Database) -> dict[tuple[str, str], int]:
