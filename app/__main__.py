@@ -1,4 +1,5 @@
-"""Command line: ``python -m app dev | migrate | mailbox | status | reconcile | retry``."""
+"""Command line: ``python -m app dev | migrate | mailbox | bounces | status | reconcile |
+retry``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     mailbox.add_argument("--dir", type=Path, required=True)
     mailbox.add_argument("--host", default="127.0.0.1")
     mailbox.add_argument("--port", type=int, required=True)
+    commands.add_parser("bounces", help="run the bounce receiver (an SMTP server on BOUNCE_LISTEN)")
     status = commands.add_parser("status", help="health summary; exit 0 when healthy, 1 when not")
     status.add_argument("--json", action="store_true", help="the same JSON as GET /saude")
     commands.add_parser("reconcile", help="one reconciliation pass, and what it did")
@@ -44,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 
             serve(args.dir, args.host, args.port)
             return 0
+        if args.command == "bounces":
+            from app.bounces.command import run_receiver
+
+            return run_receiver(load_settings())
         if args.command in ("status", "reconcile", "retry"):
             return _oncall(args)
     except ConfigError as exc:

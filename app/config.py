@@ -104,6 +104,8 @@ class Settings:
     signin_links_per_client_per_hour: int
     invites_per_recipient_per_day: int
     sends_per_hour: int
+    return_path: str = "devolucoes@localhost"
+    bounce_listen: tuple[str, int] = ("127.0.0.1", 2525)
 
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
@@ -156,6 +158,20 @@ def _ops_token(raw: str) -> str | None:
     if len(raw) < 16:
         raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
     return raw
+
+
+def _return_path(raw: str) -> str:
+    local, at, domain = raw.strip().rpartition("@")
+    if not at or not local or not domain or "+" in local or any(c in raw for c in " <>\r\n"):
+        raise ValueError("must be a plain address without '+', e.g. devolucoes@convites.example")
+    return f"{local}@{domain.lower()}"
+
+
+def _host_port(raw: str) -> tuple[str, int]:
+    host, colon, port = raw.strip().rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be host:port, e.g. 127.0.0.1:2525")
+    return host.strip("[]"), int(port)
 
 
 def _env_name(raw: str) -> str:
@@ -269,4 +285,12 @@ def _read(env: Mapping[str, str]) -> Settings:
             env, "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
         ),
         sends_per_hour=_parse(env, "SENDS_PER_HOUR", "5000", _positive_int),
+        # Bounces come back to a VERP address of this one (app.bounces.addresses).
+        return_path=_parse(env, "RETURN_PATH", f"devolucoes@{_mail_domain(env)}", _return_path),
+        bounce_listen=_parse(env, "BOUNCE_LISTEN", "127.0.0.1:2525", _host_port),
     )
+
+
+def _mail_domain(env: Mapping[str, str]) -> str:
+    address = env.get("MAIL_FROM", "Convites <convites@localhost>")
+    return address.rpartition("@")[2].strip(" >").lower() or "localhost"

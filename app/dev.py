@@ -1,8 +1,8 @@
 """``python -m app dev``: the whole app for one person on one machine.
 
 Starts a private ``redis-server`` (data under ``var/redis``), applies the migrations, and runs
-the dev mailbox, the web server and one arq worker as child processes. Ctrl-C (or SIGTERM)
-stops every child, in order, and waits for each: no orphans, no stale pid files.
+the dev mailbox, the bounce receiver, the web server and one arq worker as child processes.
+Ctrl-C (or SIGTERM) stops every child, in order, and waits for each: no orphans, no stale pid files.
 """
 
 from __future__ import annotations
@@ -140,6 +140,11 @@ def run_dev(host: str, port: int) -> int:
             env,
         )
         wait_for_port(mail_port, mailbox)
+        # The mailbox's "Simular devolução" sends its reports here.
+        bounce_port = free_port()
+        env["BOUNCE_LISTEN"] = f"127.0.0.1:{bounce_port}"
+        bounces = children.start("bounces", [python, "-m", "app", "bounces"], env)
+        wait_for_port(bounce_port, bounces)
         web = children.start(
             "web",
             [

@@ -18,6 +18,7 @@ from arq.constants import default_queue_name
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
+from app.bounces.heartbeat import receivers as bounce_receivers
 from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
@@ -64,6 +65,7 @@ class RedisFacts:
     workers: dict[str, float] = field(default_factory=dict)
     queue_depth: int = 0
     sends_this_hour: int = 0
+    bounce_receivers: tuple[int, int] = (0, 0)  # (fresh, known): app.bounces.heartbeat
 
 
 @dataclass
@@ -132,6 +134,7 @@ async def _redis_facts(redis: Redis, heartbeat_seconds: float) -> RedisFacts:
         workers=await live_workers(redis, heartbeat_seconds),
         queue_depth=int(await redis.zcard(default_queue_name)),
         sends_this_hour=await sends_this_hour(redis),
+        bounce_receivers=await bounce_receivers(redis),
     )
 
 
@@ -169,6 +172,18 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
                 f"O limite de {settings.sends_per_hour} envios por hora foi atingido; os "
                 "próximos convites esperam como pendente e saem quando ele renovar.",
                 logging.WARNING,
+            )
+        )
+    if (
+        health.redis is not None
+        and health.redis.bounce_receivers[1]
+        and not (health.redis.bounce_receivers[0])
+    ):
+        # Bounces themselves are the recipients' problem; a receiver that died is ours.
+        problems.append(
+            Problem(
+                "bounce_receiver_down",
+                "O receptor de devoluções parou: devoluções não estão sendo lidas.",
             )
         )
     oldest = health.database.oldest_pending_seconds if health.database else None
@@ -230,5 +245,6 @@ def health_json(health: Health) -> dict[str, Any]:
             "pendente_mais_antigo_segundos": round(oldest, 3) if oldest is not None else None,
         },
         "por_status": database.counts if database else None,
+        "devolucoes": {"receptores_ativos": redis.bounce_receivers[0] if redis else None},
         "falhas_ultima_hora": _failures_json(database.failures) if database else None,
     }

@@ -28,7 +28,9 @@ class SaveToFolder:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         name = f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.eml"
         partial = self.folder / (name + ".part")
-        partial.write_bytes(envelope.original_content or envelope.content)
+        # As a final delivery does (RFC 5321 4.4): the envelope sender, where bounces go.
+        return_path = f"Return-Path: <{envelope.mail_from or ''}>\r\n".encode()
+        partial.write_bytes(return_path + (envelope.original_content or envelope.content))
         partial.rename(self.folder / name)  # readers never see half a message
         return "250 Message accepted for delivery"
 
@@ -58,6 +60,7 @@ class StoredMessage:
     message_id: str
     correlation_id: str
     text: str
+    return_path: str = ""
 
 
 def read_message(path: Path) -> StoredMessage:
@@ -72,6 +75,7 @@ def read_message(path: Path) -> StoredMessage:
         message_id=str(parsed.get("Message-ID", "")),
         correlation_id=str(parsed.get("X-Correlation-ID", "")),
         text=body.get_content() if isinstance(body, EmailMessage) else "",
+        return_path=str(parsed.get("Return-Path", "")),
     )
 
 

@@ -23,6 +23,7 @@ from email.utils import formataddr, formatdate, parseaddr
 
 import aiosmtplib
 
+from app.bounces.addresses import bounce_address, envelope_id
 from app.config import Settings, SmtpSettings
 from app.records import Invite
 
@@ -72,6 +73,8 @@ class OutgoingMail:
     recipient: str
     message_id: str
     content: bytes
+    envelope_from: str = ""  # VERP: a bounce names its invite (empty: the MAIL_FROM address)
+    envelope_id: str = ""  # DSN ENVID (RFC 3461), where the server offers DSN
 
 
 def _base64_lines(text: str) -> str:
@@ -143,7 +146,30 @@ def compose(
         for kind, body in (("plain", text), ("html", page))
     ]
     content = "\r\n".join(headers) + "\r\n\r\n" + "".join(parts) + f"--{boundary}--\r\n"
-    return OutgoingMail(invite.email, message_id, content.encode("ascii"))
+    return OutgoingMail(
+        invite.email,
+        message_id,
+        content.encode("ascii"),
+        envelope_from=bounce_address(settings.return_path, invite.public_id),
+        envelope_id=envelope_id(invite.public_id, invite.attempt),
+    )
+
+
+def xtext(value: str) -> str:
+    """RFC 3461 xtext: ``+`` and ``=`` and anything outside ``!``..``~`` as ``+XX``."""
+    return "".join(
+        f"+{ord(ch):02X}" if ch in "+=" or not 33 <= ord(ch) <= 126 else ch for ch in value
+    )
+
+
+def dsn_options(client: aiosmtplib.SMTP, message: OutgoingMail) -> tuple[list[str], list[str]]:
+    """MAIL and RCPT parameters asking for failure and delay reports, where DSN is offered."""
+    if not client.supports_extension("dsn") or not message.envelope_id:
+        return [], []
+    return (
+        ["RET=HDRS", f"ENVID={xtext(message.envelope_id)}"],
+        ["NOTIFY=FAILURE,DELAY", f"ORCPT=rfc822;{xtext(message.recipient)}"],
+    )
 
 
 def _reply_error(exc: aiosmtplib.SMTPResponseException, what: str) -> SendError:
@@ -191,11 +217,11 @@ class Mailer:
         client: aiosmtplib.SMTP | None = None
         try:
             async with asyncio.timeout(deadline), self._slots:
-                client = await self._envelope_on_kept(message.recipient)
+                client = await self._envelope_on_kept(message)
                 if client is None:
                     client = self._new_client()
                     await self._connect(client)
-                    await self._envelope(client, message.recipient)
+                    await self._envelope(client, message)
                 progress.data_started = True
                 await self._data(client, message)
                 self._idle.append(_Idle(client, time.monotonic()))
@@ -230,7 +256,7 @@ class Mailer:
             start_tls=self.smtp.start_tls,
         )
 
-    async def _envelope_on_kept(self, recipient: str) -> aiosmtplib.SMTP | None:
+    async def _envelope_on_kept(self, message: OutgoingMail) -> aiosmtplib.SMTP | None:
         """MAIL/RCPT on a kept connection; ``None`` when there is none alive to use."""
         while self._idle:
             kept = self._idle.pop()
@@ -238,7 +264,7 @@ class Mailer:
                 kept.client.close()
                 continue
             try:
-                await self._envelope(kept.client, recipient, kept=True)
+                await self._envelope(kept.client, message, kept=True)
             except _StaleConnection:
                 kept.client.close()
                 continue
@@ -263,11 +289,18 @@ class Mailer:
             raise TransientSendError(_NO_ANSWER) from exc
 
     async def _envelope(
-        self, client: aiosmtplib.SMTP, recipient: str, *, kept: bool = False
+        self, client: aiosmtplib.SMTP, message: OutgoingMail, *, kept: bool = False
     ) -> None:
         try:
-            await self._mail_from(client, kept=kept)
-            await client.rcpt(recipient)
+            if client.is_ehlo_or_helo_needed:
+                # Whether to ask for DSN depends on the server's EHLO answer (aiosmtplib would
+                # otherwise greet lazily inside MAIL).
+                await client._ehlo_or_helo_if_needed()
+            mail_options, rcpt_options = dsn_options(client, message)
+            await self._mail_from(
+                client, message.envelope_from or self.sender_address, mail_options, kept=kept
+            )
+            await client.rcpt(message.recipient, options=rcpt_options)
         except aiosmtplib.SMTPRecipientRefused as exc:
             raise _reply_error(
                 exc, "O servidor de e-mail recusou o endereço do destinatário"
@@ -279,9 +312,11 @@ class Mailer:
                 "A conexão com o servidor de e-mail caiu antes do envio."
             ) from exc
 
-    async def _mail_from(self, client: aiosmtplib.SMTP, *, kept: bool) -> None:
+    async def _mail_from(
+        self, client: aiosmtplib.SMTP, sender: str, options: list[str], *, kept: bool
+    ) -> None:
         try:
-            await client.mail(self.sender_address)
+            await client.mail(sender, options=options)
         except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
             if kept:
                 raise _StaleConnection from exc

@@ -19,6 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 
 from app.alarms import monitor_forever
+from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
@@ -29,7 +30,7 @@ from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.queue import Publisher
-from app.web import events, health, invites, mailbox, signin
+from app.web import corrections, events, health, invites, mailbox, signin
 from app.web.common import error_response, signed_in_account
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
@@ -73,6 +74,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         PAUSED_NOTICE=PAUSED_NOTICE,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
+        bounce_line=history_line,
     )
     return templates
 
@@ -175,6 +177,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         *signin.routes(),
+        Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),

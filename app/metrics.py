@@ -39,6 +39,7 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
+from app.bounces.history import bounce_counts
 from app.db import Database
 from app.health import Health
 from app.models import invite_events, invites
@@ -169,6 +170,7 @@ class Snapshot:
     failed: dict[str, int] | None = None
     histograms: dict[str, tuple[list[tuple[str, float]], float]] | None = None
     sse_connections: int | None = None
+    bounces: dict[tuple[str, str], int] | None = None  # (class, outcome) → bounces kept
 
 
 COUNTED_EVENTS = [s.value for s in (Status.ENVIANDO, Status.ENVIADO, Status.FALHOU, Status.INCERTO)]
@@ -199,6 +201,8 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
         per_status[status] += count
         if status in (Status.FALHOU, Status.INCERTO):
             failed[kind or FailureClass.PERMANENT.value] += count
+    bounces = await bounce_counts(db)
+    snapshot.bounces = bounces
     snapshot.created = created
     snapshot.attempts = per_status[Status.ENVIANDO]
     snapshot.sent = per_status[Status.ENVIADO]
@@ -267,6 +271,7 @@ class SnapshotCollector(Collector):
             for kind, count in sorted((snap.failed or {}).items()):
                 failed.add_metric([kind], count)
             yield failed
+            yield _bounces(snap.bounces or {})
         if snap.sse_connections is not None:
             yield _gauge(
                 "convites_sse_connections",
@@ -282,6 +287,18 @@ class SnapshotCollector(Collector):
             yield HistogramMetricFamily(
                 histogram.name, histogram.documentation, buckets=buckets, sum_value=total
             )
+
+
+def _bounces(counts: dict[tuple[str, str], int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(
+        "convites_bounces",
+        "Bounces received, by class (permanent, delayed, other, unreadable) and by what they did "
+        "(devolvido, history, stale, unknown_invite).",
+        labels=["class", "outcome"],
+    )
+    for (kind, outcome), count in sorted(counts.items()):
+        family.add_metric([kind, outcome], count)
+    return family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

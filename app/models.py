@@ -1,4 +1,5 @@
-"""Tables: invites, their append-only event history, and the outbox of jobs to enqueue.
+"""Tables: invites, their append-only event history, the outbox of jobs to enqueue, and the
+bounces received.
 
 SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
 ``app.transitions`` are conditional UPDATEs whose row counts mean something.
@@ -17,6 +18,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -163,4 +165,30 @@ signin_tokens = Table(
     Column("used_at", UTCDateTime),
     UniqueConstraint("token_hash", name="uq_signin_tokens_token_hash"),
     Index("ix_signin_tokens_invite_id", "invite_id"),
+)
+
+# Every delivery status notification received, readable or not, matched or not: nothing a
+# bounce says is lost. ``dedup_key`` makes the same bounce twice one row (app.bounces.store).
+bounces = Table(
+    "bounces",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("dedup_key", String(64), nullable=False, unique=True),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("envelope_recipient", String(320), nullable=False),
+    Column("public_id", String(32)),
+    Column("invite_id", Id, ForeignKey("invites.id")),
+    # permanent | delayed | other | unreadable (app.bounces.reader.BounceKind)
+    Column("kind", String(16), nullable=False),
+    # devolvido | history | stale | unknown_invite (app.bounces.store.Outcome)
+    Column("outcome", String(16), nullable=False),
+    Column("status_code", String(16)),
+    Column("reason", Text),
+    Column("reporting_host", String(255)),
+    Column("diagnostic", Text),
+    Column("attempt", Integer),
+    Column("problem", Text),
+    Column("raw", LargeBinary, nullable=False),
+    Index("ix_bounces_invite_id", "invite_id", "id"),
+    Index("ix_bounces_kind_outcome", "kind", "outcome"),
 )

@@ -9,10 +9,17 @@ class Status(StrEnum):
     ENVIADO = "enviado"  # the mail server accepted the message
     FALHOU = "falhou"  # permanent failure or attempts exhausted; `error` says why
     INCERTO = "incerto"  # a worker died mid-send; never re-sent automatically
+    DEVOLVIDO = "devolvido"  # accepted with a 250, then bounced (a delivery status notification)
 
 
 #: States the person may ask to send again.
 RESENDABLE = (Status.FALHOU, Status.INCERTO)
+
+#: States a bounce may turn into ``devolvido`` (any other state keeps the bounce as history).
+BOUNCEABLE = (Status.ENVIADO, Status.INCERTO)
+
+#: States the person may correct (a new address) and send again.
+CORRECTABLE = (Status.DEVOLVIDO,)
 
 
 class FailureClass(StrEnum):

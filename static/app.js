@@ -288,6 +288,17 @@
 
   // A form swapped in: after a 422, focus the first invalid field and say what is wrong;
   // after a 202, the clean form takes focus back to E-mail for the next invite.
+  // A correction refused (422): the row came back with the message next to its field.
+  document.addEventListener("htmx:load", function (evt) {
+    var row = evt.detail.elt;
+    if (!row || !row.classList || !row.classList.contains("convite")) return;
+    var invalid = row.querySelector('.corrigir [aria-invalid="true"]');
+    if (!invalid) return;
+    invalid.focus();
+    var message = row.querySelector(".corrigir .erro-campo");
+    if (message) say("alert", message.textContent.trim());
+  });
+
   document.addEventListener("htmx:load", function (evt) {
     var form = evt.detail.elt;
     if (!form || (form.id !== "form-convite" && form.id !== "form-entrar")) return;

@@ -25,6 +25,7 @@ from arq.worker import Worker
 from redis.asyncio import Redis
 from starlette.types import Receive, Scope, Send
 
+from app.bounces.receiver import bounce_receiver
 from app.config import Settings, SmtpSettings, load_settings
 from app.db import Database
 from app.main import create_app
@@ -103,6 +104,8 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
         "SENDING_LEASE_SECONDS": "120",
         "WORKER_HEARTBEAT_SECONDS": "1",
         "SLOW_AFTER_SECONDS": "30",
+        "RETURN_PATH": "devolucoes@convites.exemplo",
+        "BOUNCE_LISTEN": f"127.0.0.1:{free_port()}",
     }
     env.update({key: str(value) for key, value in overrides.items()})
     return load_settings(env)
@@ -204,6 +207,13 @@ async def drain(settings: Settings, **overrides: Any) -> Worker:
     return worker
 
 
+@pytest.fixture
+async def bounce_port(settings: Settings, tmp_path: Path) -> AsyncIterator[int]:
+    """The bounce receiver (real aiosmtpd, this test's database and Redis); its port."""
+    async with bounce_receiver(settings, spool=tmp_path / "bounces-spool") as port:
+        yield port
+
+
 def with_smtp_timeout(settings: Settings, seconds: float) -> Settings:
     smtp: SmtpSettings = replace(settings.smtp, timeout=seconds)
     return replace(settings, smtp=smtp)
@@ -233,6 +243,8 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "STREAMS_PER_SENDER": str(settings.streams_per_sender),
             "ALARM_PENDING_SECONDS": str(settings.alarm_pending_seconds),
             "ALARM_CHECK_SECONDS": str(settings.alarm_check_seconds),
+            "RETURN_PATH": settings.return_path,
+            "BOUNCE_LISTEN": ":".join(str(part) for part in settings.bounce_listen),
             "PYTHONPATH": str(ROOT),
         }
     )

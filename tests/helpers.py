@@ -7,8 +7,10 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import aiosmtplib
 import httpx
 from redis.asyncio import Redis
 from sqlalchemy import func, select
@@ -138,3 +140,45 @@ async def client_for(
             if smtp is not None:
                 await sign_in(http, smtp, email, lambda: drain(settings))
             yield http
+
+
+BOUNCE_SAMPLES = Path(__file__).resolve().parent / "data" / "bounces"
+
+
+def bounce_sample(name: str, invite: Invite, return_path: str, attempt: int | None = None) -> bytes:
+    """A sample from ``tests/data/bounces/`` pointed at ``invite``: its address, its VERP
+    envelope sender, its Message-ID and DSN envelope id (of ``attempt``, default its own)."""
+    attempt = invite.attempt if attempt is None else attempt
+    return bounce_message(name, invite.public_id, invite.email, attempt, return_path)
+
+
+def verp_address(return_path: str, public_id: str) -> str:
+    local, _, domain = return_path.rpartition("@")
+    return f"{local}+{public_id}@{domain}"
+
+
+def bounce_message(name: str, public_id: str, email: str, attempt: int, return_path: str) -> bytes:
+    """``bounce_sample`` for an invite known only by its id and address (browser tests)."""
+    tokens = {
+        "{{email}}": email,
+        "{{verp}}": verp_address(return_path, public_id),
+        "{{message_id}}": f"<{public_id}.{attempt}@localhost>",
+        "{{envid}}": f"{public_id}.{attempt}",
+    }
+    raw = (BOUNCE_SAMPLES / name).read_bytes()
+    for token, value in tokens.items():
+        raw = raw.replace(token.encode(), value.encode())
+    return re.sub(rb"\r?\n", b"\r\n", raw)  # SMTP lines end in CRLF
+
+
+async def send_bounce(port: int, raw: bytes, to: str) -> None:
+    """Hand ``raw`` to the bounce receiver over SMTP, as a mail server returns a bounce
+    (null reverse-path ``MAIL FROM:<>``)."""
+    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, timeout=10)
+    async with client:
+        await client.mail("")
+        try:
+            await client.rcpt(to)
+        except aiosmtplib.SMTPRecipientRefused as exc:
+            raise aiosmtplib.SMTPRecipientsRefused([exc]) from exc
+        await client.data(raw)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 
 #: Debian's Chromium (or CHROMIUM_PATH), and the flags it needs here (no sandbox, no background
 #: network).
@@ -153,6 +154,9 @@ class Received:
     rcpt_tos: list[str]
     content: bytes
     peer: Any = None  # the client's (host, port): one per SMTP connection
+    mail_from: str = ""  # the envelope sender (MAIL FROM)
+    mail_options: list[str] = field(default_factory=list)
+    rcpt_options: list[str] = field(default_factory=list)
 
     @property
     def message(self) -> EmailMessage:
@@ -171,14 +175,53 @@ class _Script:
     data_started: int = 0
 
 
+_DSN_MAIL = ("RET=", "ENVID=")
+_DSN_RCPT = ("NOTIFY=", "ORCPT=")
+
+
+def _split_dsn(arg: str, names: tuple[str, ...]) -> tuple[str, list[str]]:
+    words = arg.split(" ")
+    dsn = [w for w in words if w.upper().startswith(names)]
+    return " ".join(w for w in words if w not in dsn), dsn
+
+
+class _DsnSmtp(SMTP):
+    """aiosmtpd offering DSN (RFC 3461): it advertises it and takes its MAIL/RCPT parameters,
+    which plain aiosmtpd refuses with 555. The parameters land in the envelope's options."""
+
+    async def push(self, status: Any) -> None:
+        if status == "250 HELP":  # the last line of the EHLO answer
+            await super().push("250-DSN")
+        await super().push(status)
+
+    async def smtp_MAIL(self, arg: str) -> None:
+        arg, dsn = _split_dsn(arg or "", _DSN_MAIL)
+        await super().smtp_MAIL(arg)
+        if self.envelope is not None and self.envelope.mail_from:
+            self.envelope.mail_options.extend(dsn)
+
+    async def smtp_RCPT(self, arg: str) -> None:
+        arg, dsn = _split_dsn(arg or "", _DSN_RCPT)
+        before = len(self.envelope.rcpt_tos) if self.envelope is not None else 0
+        await super().smtp_RCPT(arg)
+        if self.envelope is not None and len(self.envelope.rcpt_tos) > before:
+            self.envelope.rcpt_options.extend(dsn)
+
+
+class _DsnController(Controller):  # type: ignore[misc]
+    def factory(self) -> SMTP:
+        return _DsnSmtp(self.handler, **self.SMTP_kwargs)
+
+
 class ScriptedSmtp:
     """aiosmtpd, answering DATA with scripted replies (250, 4xx, 5xx) or stalling on demand."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, dsn: bool = False) -> None:
         self.port = port
         self.script = _Script()
         self.lock = threading.Lock()
-        self.controller = Controller(self, hostname="127.0.0.1", port=port)
+        controller = _DsnController if dsn else Controller
+        self.controller = controller(self, hostname="127.0.0.1", port=port)
 
     def start(self) -> None:
         self.controller.start()
@@ -242,7 +285,14 @@ class ScriptedSmtp:
             reply = script.data_replies.popleft() if script.data_replies else script.default_reply
             if reply.startswith("250"):
                 script.received.append(
-                    Received(list(envelope.rcpt_tos), envelope.original_content, session.peer)
+                    Received(
+                        list(envelope.rcpt_tos),
+                        envelope.original_content,
+                        session.peer,
+                        envelope.mail_from,
+                        list(envelope.mail_options),
+                        list(envelope.rcpt_options),
+                    )
                 )
         return reply
 
@@ -259,6 +309,11 @@ class AppProcess:
     @classmethod
     def worker(cls, env: dict[str, str], log_path: Path) -> AppProcess:
         return cls([sys.executable, "-m", "arq", "app.worker.WorkerSettings"], env, log_path)
+
+    @classmethod
+    def bounces(cls, env: dict[str, str], log_path: Path) -> AppProcess:
+        """``python -m app bounces``: the bounce receiver on the env's ``BOUNCE_LISTEN``."""
+        return cls([sys.executable, "-m", "app", "bounces"], env, log_path)
 
     @classmethod
     def web(cls, env: dict[str, str], log_path: Path, port: int) -> AppProcess:

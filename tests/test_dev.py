@@ -83,6 +83,13 @@ def _sign_in_through_the_dev_mailbox(http: httpx.Client, mailbox: Path) -> None:
         eml.unlink()  # the inbox check below is about the invite
 
 
+def _wait_for_status(http: httpx.Client, location: str, status: str) -> None:
+    deadline = time.monotonic() + 20
+    while http.get(location, headers={"Accept": "application/json"}).json()["status"] != status:
+        assert time.monotonic() < deadline, f"never {status}"
+        time.sleep(0.1)
+
+
 def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -104,7 +111,7 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
     try:
         _wait_until_serving(dev, port, log)
         children = _children_of(dev.pid)
-        assert len(children) == 4  # redis-server, mailbox, web, worker
+        assert len(children) == 5  # redis-server, mailbox, bounce receiver, web, worker
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             _sign_in_through_the_dev_mailbox(http, tmp_path / "var" / "caixa")
             token = http.get("/convites", headers={"Accept": "application/json"}).json()
@@ -114,18 +121,16 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
                 headers={"Accept": "application/json", "X-CSRF-Token": token["csrf_token"]},
             )
             assert created.status_code == 202
-            deadline = time.monotonic() + 20
-            while (
-                http.get(
-                    created.headers["location"], headers={"Accept": "application/json"}
-                ).json()["status"]
-                != "enviado"
-            ):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            _wait_for_status(http, created.headers["location"], "enviado")
             inbox = http.get("/caixa")
-        assert "dev@exemplo.com" in inbox.text
-        assert list((tmp_path / "var" / "caixa").glob("*.eml"))
+            assert "dev@exemplo.com" in inbox.text
+            [kept] = (tmp_path / "var" / "caixa").glob("*.eml")
+            # Simular devolução: a real report through the real receiver turns it devolvido.
+            simulated = http.post(
+                f"/caixa/{kept.stem}/devolver", headers={"X-CSRF-Token": token["csrf_token"]}
+            )
+            assert simulated.status_code == 303, simulated.text
+            _wait_for_status(http, created.headers["location"], "devolvido")
 
         dev.send_signal(signal.SIGINT)
         assert dev.wait(40) == 0

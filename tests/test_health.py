@@ -155,6 +155,7 @@ async def test_failures_of_the_last_hour_are_grouped_by_reason_without_addresses
         "enviado": 1,
         "falhou": 2,
         "incerto": 0,
+        "devolvido": 0,
     }
 
 

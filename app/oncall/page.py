@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from app.bounces.history import bounced_by_reason
 from app.clock import utcnow
 from app.config import Settings
 from app.health import check_health, health_json
@@ -106,6 +107,7 @@ async def _panel(request: Request) -> dict[str, Any]:
         "workers": sorted(health.redis.workers.items()) if health.redis else None,
         "groups": await failed_by_reason(db) if database_up else [],
         "uncertain": await uncertain_invites(db) if database_up else [],
+        "bounced": await bounced_by_reason(db) if database_up else [],
         "now": utcnow(),
         "settings": settings,
     }
@@ -120,6 +122,14 @@ async def page(request: Request) -> Response:
         body["falhas_por_motivo"] = [
             {"motivo": g.reason, "quantidade": g.count, "ultima": g.latest.isoformat()}
             for g in panel["groups"]
+        ]
+        body["devolvidos_por_motivo"] = [
+            {
+                "motivo": g.reason,
+                "quantidade": g.count,
+                "convites": [i.public_id for i in g.invites],
+            }
+            for g in panel["bounced"]
         ]
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
     retried = request.query_params.get("reenviados", "")

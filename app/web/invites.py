@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import queries, ratelimit, transitions
+from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
 from app.live.paused import sending_paused
 from app.logs import correlation_id
@@ -245,12 +246,14 @@ async def show(request: Request) -> Response:
     if wants_json(request):
         body = invite_json(invite, now, settings.slow_after_seconds)
         body["historico"] = [event_json(event) for event in history]
+        body["devolucoes"] = [bounce_json(b) for b in await bounces_of(db, invite.id)]
         return JSONResponse(body)
     context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
     paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
     context.update(history=history, cursor=cursor, paused=paused)
+    context["bounces"] = await bounces_of(db, invite.id)
     return render(request, "invite.html", context)
 
 

@@ -1,16 +1,25 @@
-"""``/caixa``: the dev mailbox, to see what was really sent (only when MAILBOX_DIR is set)."""
+"""``/caixa``: the dev mailbox, to see what was really sent (only when MAILBOX_DIR is set).
+
+Each message has **Simular devolução**: a real bounce report sent to the bounce receiver
+(``BOUNCE_LISTEN``), as the recipient's server would send it.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
+import aiosmtplib
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from app.bounces.simulate import CannotSimulate, send_report
 from app.mailbox import list_messages, read_message
-from app.web.common import error_response, render
+from app.web.common import error_response, render, settings_of
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[0-9]+-[0-9a-f]{8}$")
 #: Links a message's text carries (a sign-in link, an invitation), to click from the mailbox.
@@ -18,16 +27,47 @@ _LINK = re.compile(r"https?://[^\s<>\"']+")
 
 
 def routes(folder: Path) -> list[Route]:
+    def kept(name: str) -> Path | None:
+        path = folder / f"{name}.eml"
+        return path if _NAME.match(name) and path.exists() else None
+
     async def inbox(request: Request) -> Response:
-        return render(request, "caixa.html", {"messages": list_messages(folder)})
+        bounced = request.query_params.get("devolvida", "")
+        return render(
+            request,
+            "caixa.html",
+            {"messages": list_messages(folder), "bounced": bounced if _NAME.match(bounced) else ""},
+        )
 
     async def message(request: Request) -> Response:
-        name = request.path_params["name"]
-        path = folder / f"{name}.eml"
-        if not _NAME.match(name) or not path.exists():
+        path = kept(request.path_params["name"])
+        if path is None:
             return error_response(request, 404, "Mensagem não encontrada.")
         found = read_message(path)
         links = list(dict.fromkeys(_LINK.findall(found.text)))
         return render(request, "caixa_mensagem.html", {"message": found, "links": links})
 
-    return [Route("/caixa", inbox), Route("/caixa/{name}", message)]
+    async def simulate_bounce(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = kept(name)
+        if path is None:
+            return error_response(request, 404, "Mensagem não encontrada.")
+        host, port = settings_of(request).bounce_listen
+        try:
+            await send_report(path.read_bytes(), host, port)
+        except CannotSimulate as exc:
+            return error_response(request, 409, f"Não dá para simular: {exc}.")
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            log.warning("simulated bounce not delivered", extra={"error": repr(exc)})
+            return error_response(
+                request,
+                502,
+                "O receptor de devoluções não respondeu. Ele está rodando (python -m app bounces)?",
+            )
+        return RedirectResponse(f"/caixa?devolvida={name}", status_code=303)
+
+    return [
+        Route("/caixa", inbox),
+        Route("/caixa/{name}", message),
+        Route("/caixa/{name}/devolver", simulate_bounce, methods=["POST"]),
+    ]

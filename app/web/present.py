@@ -18,6 +18,7 @@ LABELS = {
     Status.ENVIADO: "Enviado",
     Status.FALHOU: "Falhou",
     Status.INCERTO: "Incerto",
+    Status.DEVOLVIDO: "Devolvido",
 }
 
 
@@ -71,6 +72,12 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
             label,
             f"Não conseguimos confirmar o envio do convite para {who}.",
             "Ele pode ter saído. Se reenviar, a pessoa pode receber duas vezes.",
+        )
+    if invite.status == Status.DEVOLVIDO:
+        return StatusText(
+            label,
+            f"O convite para {who} voltou: não foi entregue.",
+            f"{invite.error or 'Motivo desconhecido.'} Corrija o endereço e reenvie.",
         )
     if invite.status == Status.ENVIANDO:
         return StatusText(label, f"Enviando o convite para {who}…")
@@ -139,7 +146,7 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
     Failures go to the ``alert`` region with their reason; ``enviando`` is not announced (it is
     a moment between "Recebemos" and the verdict, and would only crowd the status region).
     """
-    if invite.status in (Status.FALHOU, Status.INCERTO):
+    if invite.status in (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO):
         return f"{text.message} {text.detail}", "alert"
     if invite.status == Status.ENVIANDO:
         return "", ""
@@ -154,6 +161,7 @@ def event_text(event: Event) -> str:
         Status.ENVIADO: f"Tentativa {event.attempt}: enviado",
         Status.FALHOU: f"Tentativa {event.attempt}: falhou",
         Status.INCERTO: f"Tentativa {event.attempt}: resultado incerto",
+        Status.DEVOLVIDO: f"Tentativa {event.attempt}: devolvida pelo servidor do destinatário",
     }
     text = texts[event.status]
     if event.status == Status.PENDENTE and event.error:

@@ -1,103 +1,26 @@
-"""The invite state machine: every status change lives here, and nowhere else.
+"""Sending: a new row, the worker's claim, and its verdicts (sent, retry, failed, uncertain).
 
-Each transition is one conditional ``UPDATE … WHERE status = …`` plus one ``invite_events``
-row per row it changed, in one transaction. A transition that finds the row in another state
-changes nothing and returns ``None``: that is how two workers, a redelivered job and a double
-click never both win.
-
-    pendente → enviando → enviado | pendente (retry) | falhou
-    enviando → incerto (lease expired, or the send broke mid-DATA)
-    enviando → pendente (graceful stop before DATA)
-    falhou | incerto → pendente (the person, or an operator, asks again)
-
-No web, no Redis here; callers publish the returned changes (``app.queue.Publisher``) and
-announce them (``app.live.wakeups.Announcer``).
+pendente → enviando → enviado | pendente (retry) | falhou
+enviando → incerto (lease expired, or the send broke mid-DATA)
+enviando → pendente (graceful stop before DATA; the hourly budget is spent)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, select, tuple_, update
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.db import Database
-from app.models import invite_events, invites, outbox
-from app.outbox import outbox_values
+from app.models import invites
 from app.records import INVITE, Change, Invite, NewInvite, new_public_id, record_from
-from app.status import RESENDABLE, FailureClass, Status
-
-
-def _event_values(invite: Invite, failure_class: FailureClass | None = None) -> dict[str, Any]:
-    return {
-        "invite_id": invite.id,
-        "sender_id": invite.sender_id,
-        "status": invite.status.value,
-        "attempt": invite.attempt,
-        "error": invite.error,
-        "next_attempt_at": invite.next_attempt_at if invite.status == Status.PENDENTE else None,
-        "created_at": invite.updated_at,
-        "failure_class": failure_class.value if failure_class else None,
-    }
-
-
-async def _ids(conn: AsyncConnection, table: Any, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert ``rows`` in one statement; their new ids, in the order given."""
-    if not rows:
-        return []
-    result = await conn.execute(
-        insert(table).returning(table.c.id, sort_by_parameter_order=True), rows
-    )
-    return [int(row[0]) for row in result.all()]
-
-
-async def _changes(
-    conn: AsyncConnection,
-    won: list[Invite],
-    *,
-    enqueue: bool = False,
-    failure_class: FailureClass | None = None,
-) -> list[Change]:
-    """Record one event (and, with ``enqueue``, one outbox row) for each invite that changed."""
-    event_ids = await _ids(conn, invite_events, [_event_values(i, failure_class) for i in won])
-    if not enqueue:
-        return [Change(invite, event_id) for invite, event_id in zip(won, event_ids, strict=True)]
-    now = utcnow()
-    outbox_ids = await _ids(conn, outbox, [outbox_values(invite, now) for invite in won])
-    return [
-        Change(invite, event_id, outbox_id)
-        for invite, event_id, outbox_id in zip(won, event_ids, outbox_ids, strict=True)
-    ]
-
-
-async def _transition_all(
-    conn: AsyncConnection,
-    where: Iterable[Any],
-    values: dict[str, Any],
-    *,
-    enqueue: bool = False,
-    failure_class: FailureClass | None = None,
-) -> list[Change]:
-    """One conditional UPDATE; an event (and an outbox row) for every row it won."""
-    values.setdefault("updated_at", utcnow())
-    result = await conn.execute(
-        update(invites).where(and_(*where)).values(**values).returning(*invites.c)
-    )
-    won = [record_from(Invite, row) for row in result.all()]
-    return await _changes(conn, won, enqueue=enqueue, failure_class=failure_class)
-
-
-async def _transition(
-    db: Database, where: Iterable[Any], values: dict[str, Any], **options: Any
-) -> Change | None:
-    """``_transition_all`` (same options) for one row, in a transaction of its own."""
-    async with db.write() as conn:
-        changes = await _transition_all(conn, where, values, **options)
-    return changes[0] if changes else None
+from app.status import FailureClass, Status
+from app.transitions.core import record_changes, transition, transition_all, transition_each
 
 
 async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -> list[Change]:
@@ -133,7 +56,7 @@ async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -
         ],
     )
     created = [record_from(Invite, row) for row in result.all()]
-    return await _changes(conn, created, enqueue=True)
+    return await record_changes(conn, created, enqueue=True)
 
 
 async def create_invite(
@@ -157,33 +80,6 @@ async def create_invite(
     return await db.write_many(create_invites, request)
 
 
-async def _transition_each(
-    conn: AsyncConnection,
-    keys: Sequence[tuple[Any, int]],
-    key_columns: tuple[Any, Any],
-    from_status: Status,
-    values: dict[str, Any],
-) -> list[Change | None]:
-    """One conditional UPDATE for many rows (``WHERE (key, attempt) IN … AND status = …``).
-
-    Each key wins or loses on its own, exactly as with one UPDATE per row; a key asked twice
-    in one batch (a redelivered job) wins at most once. The events are one INSERT.
-    """
-    changes = await _transition_all(
-        conn,
-        [
-            tuple_(*key_columns).in_(list(dict.fromkeys(keys))),
-            invites.c.status == from_status.value,
-        ],
-        values,
-    )
-    by_key: dict[tuple[Any, int], Change] = {
-        (getattr(change.invite, key_columns[0].name), change.invite.attempt): change
-        for change in changes
-    }
-    return [by_key.pop(key, None) for key in keys]
-
-
 @dataclass(frozen=True)
 class _Claim:
     public_id: str
@@ -196,7 +92,7 @@ async def _claim_each(conn: AsyncConnection, claims: Sequence[_Claim]) -> list[C
     lease_seconds = claims[0].lease_seconds
     if any(claim.lease_seconds != lease_seconds for claim in claims):
         return [(await _claim_each(conn, [claim]))[0] for claim in claims]
-    return await _transition_each(
+    return await transition_each(
         conn,
         [(claim.public_id, claim.attempt) for claim in claims],
         (invites.c.public_id, invites.c.attempt),
@@ -231,7 +127,7 @@ def _sending(invite: Invite) -> list[Any]:
 
 async def _mark_sent_each(conn: AsyncConnection, sending: Sequence[Invite]) -> list[Change | None]:
     now = utcnow()
-    return await _transition_each(
+    return await transition_each(
         conn,
         [(invite.id, invite.attempt) for invite in sending],
         (invites.c.id, invites.c.attempt),
@@ -258,7 +154,7 @@ async def mark_sent(db: Database, invite: Invite) -> Change | None:
 async def schedule_retry(db: Database, invite: Invite, error: str, delay: float) -> Change | None:
     """``enviando → pendente`` with the next attempt number, due after ``delay`` seconds."""
     now = utcnow()
-    return await _transition(
+    return await transition(
         db,
         _sending(invite),
         {
@@ -278,7 +174,7 @@ async def mark_failed(
 ) -> Change | None:
     """``enviando → falhou``: a permanent refusal, or (``exhausted``) the last automatic
     attempt of the round failed with a transient error. The event records which, for metrics."""
-    return await _transition(
+    return await transition(
         db,
         _sending(invite),
         {
@@ -298,7 +194,7 @@ async def release_claim(
     before any byte of mail left, or the global hourly budget is spent (it goes when it renews).
     """
     now = utcnow()
-    return await _transition(
+    return await transition(
         db,
         _sending(invite),
         {
@@ -317,7 +213,7 @@ _UNCERTAIN = {"status": Status.INCERTO.value, "lease_expires_at": None}
 
 async def mark_uncertain(db: Database, invite: Invite, reason: str) -> Change | None:
     """``enviando → incerto``: the message may have left; only the person may send again."""
-    return await _transition(
+    return await transition(
         db, _sending(invite), {**_UNCERTAIN, "error": reason}, failure_class=FailureClass.UNCERTAIN
     )
 
@@ -328,70 +224,9 @@ async def expire_leases(db: Database, reason: str) -> list[Change]:
     One conditional UPDATE: a verdict that commits first wins, and this row is left alone.
     """
     async with db.write() as conn:
-        return await _transition_all(
+        return await transition_all(
             conn,
             [invites.c.status == Status.ENVIANDO.value, invites.c.lease_expires_at < utcnow()],
             {**_UNCERTAIN, "error": reason},
             failure_class=FailureClass.UNCERTAIN,
         )
-
-
-def _resend_values(now: datetime) -> dict[str, Any]:
-    return {
-        "status": Status.PENDENTE.value,
-        "error": None,
-        "attempt": invites.c.attempt + 1,
-        "round_first_attempt": invites.c.attempt + 1,
-        "next_attempt_at": now,
-        "updated_at": now,
-    }
-
-
-async def request_resend(db: Database, sender_id: str, public_id: str) -> Change | None:
-    """``falhou | incerto → pendente``, a new attempt with a fresh retry budget.
-
-    ``None`` when the invite is in any other state (a double click's second request lands here).
-    """
-    return await _transition(
-        db,
-        [
-            invites.c.public_id == public_id,
-            invites.c.sender_id == sender_id,
-            invites.c.status.in_([s.value for s in RESENDABLE]),
-        ],
-        _resend_values(utcnow()),
-        enqueue=True,
-    )
-
-
-async def request_resend_many(
-    db: Database,
-    status: Status,
-    *,
-    reason: str | None = None,
-    reason_contains: str | None = None,
-    limit: int = 1000,
-) -> list[Change]:
-    """An operator's bulk retry: ``status → pendente`` for every invite in ``status`` (one of
-    ``falhou``/``incerto``) whose reason is ``reason`` (exact) or contains ``reason_contains``.
-
-    One conditional UPDATE (still in ``status``, still with that reason) over the oldest
-    ``limit`` such rows; each row it wins gets its own event and outbox row, like
-    ``request_resend``. The caller publishes the outbox rows.
-    """
-    if status not in RESENDABLE:
-        raise ValueError(f"only {', '.join(RESENDABLE)} invites can be sent again, not {status}")
-    where: list[Any] = [invites.c.status == status.value]
-    if reason is not None:
-        where.append(invites.c.error == reason)
-    if reason_contains is not None:
-        where.append(invites.c.error.contains(reason_contains, autoescape=True))
-    oldest = select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
-    async with db.write() as conn:
-        changes = await _transition_all(
-            conn,
-            [invites.c.id.in_(oldest), *where],
-            _resend_values(utcnow()),
-            enqueue=True,
-        )
-    return sorted(changes, key=lambda change: change.invite.id)

@@ -1,0 +1,165 @@
+"""Keeping a bounce and recording what it says: the one entry point for every bounce source.
+
+``receive`` stores the raw message first (a row in ``bounces``; the same bounce twice is one
+row, by its fingerprint), then, in the same transaction:
+- a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.transitions``);
+- anything else — a delay, a report that is no failure, a bounce for an invite in any other
+  state (already answered, already devolvido, sent again since), one we cannot read — is kept
+  as a history line of its invite, with no status change.
+The caller announces the returned change (``app.live.wakeups.Announcer``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app import transitions
+from app.bounces.addresses import public_id_of
+from app.bounces.reader import BounceKind, Verdict, read_bounce
+from app.bounces.reasons import bounce_reason
+from app.clock import utcnow
+from app.db import Database
+from app.models import bounces, invites
+from app.records import Change, Invite, record_from
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    """What a kept bounce did (the ``outcome`` of the bounce metric)."""
+
+    DEVOLVIDO = "devolvido"  # the invite turned devolvido
+    HISTORY = "history"  # a history line, no status change
+    STALE = "stale"  # about an earlier attempt than the invite's current one
+    UNKNOWN_INVITE = "unknown_invite"  # the VERP id names no invite we have
+
+
+@dataclass(frozen=True)
+class Received:
+    """One bounce taken in: its row (or the row it duplicates) and what it changed."""
+
+    bounce_id: int
+    duplicate: bool
+    verdict: Verdict
+    outcome: Outcome
+    change: Change | None = None
+
+
+async def _invite(db: Database, public_id: str | None) -> Invite | None:
+    if public_id is None:
+        return None
+    async with db.read() as conn:
+        row = (await conn.execute(select(invites).where(invites.c.public_id == public_id))).first()
+    return record_from(Invite, row) if row else None
+
+
+def _insert_once(conn: AsyncConnection, values: dict[str, Any]) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return (
+        dialect.insert(bounces)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["dedup_key"])
+        .returning(bounces.c.id)
+    )
+
+
+def _outcome(invite: Invite | None, verdict: Verdict, change: Change | None) -> Outcome:
+    if invite is None:
+        return Outcome.UNKNOWN_INVITE
+    if change is not None:
+        return Outcome.DEVOLVIDO
+    if verdict.attempt is not None and verdict.attempt != invite.attempt:
+        return Outcome.STALE
+    return Outcome.HISTORY
+
+
+def _values(
+    raw: bytes, recipient: str, public_id: str | None, invite: Invite | None, verdict: Verdict
+) -> dict[str, Any]:
+    known = verdict.kind != BounceKind.UNREADABLE
+    return {
+        # One recipient's view of one bounce: the same bounce twice is one row.
+        "dedup_key": verdict.fingerprint,
+        "received_at": utcnow(),
+        "envelope_recipient": recipient[:320],
+        "public_id": public_id,
+        "invite_id": invite.id if invite else None,
+        "kind": verdict.kind.value,
+        "outcome": Outcome.HISTORY.value,
+        "status_code": verdict.status_code,
+        "reason": bounce_reason(
+            verdict.status_code,
+            verdict.reporting_host,
+            final=verdict.kind == BounceKind.PERMANENT,
+        )
+        if known
+        else None,
+        "reporting_host": verdict.reporting_host,
+        "diagnostic": verdict.diagnostic,
+        "attempt": verdict.attempt,
+        "problem": verdict.problem,
+        "raw": raw,
+    }
+
+
+async def receive(db: Database, raw: bytes, recipient: str, return_path: str) -> Received:
+    """Keep ``raw`` (a bounce sent back to the VERP address ``recipient``) and record it."""
+    public_id = public_id_of(return_path, recipient)
+    invite = await _invite(db, public_id)
+    verdict = read_bounce(raw, public_id, invite.email if invite else None)
+    # The fingerprint is per envelope recipient: the one message may bounce two invites.
+    verdict = _with_key(verdict, recipient)
+    values = _values(raw, recipient, public_id, invite, verdict)
+    async with db.write() as conn:
+        inserted = (await conn.execute(_insert_once(conn, values))).scalar()
+        if inserted is None:
+            first = (
+                await conn.execute(
+                    select(bounces.c.id, bounces.c.outcome).where(
+                        bounces.c.dedup_key == verdict.fingerprint
+                    )
+                )
+            ).one()
+            received = Received(int(first.id), True, verdict, Outcome(first.outcome))
+        else:
+            change = None
+            if invite is not None and verdict.kind == BounceKind.PERMANENT:
+                change = await transitions.mark_bounced(
+                    conn, invite.id, verdict.attempt, values["reason"]
+                )
+            outcome = _outcome(invite, verdict, change)
+            await conn.execute(
+                update(bounces).where(bounces.c.id == inserted).values(outcome=outcome.value)
+            )
+            received = Received(int(inserted), False, verdict, outcome, change)
+    _log(received, public_id)
+    return received
+
+
+def _with_key(verdict: Verdict, recipient: str) -> Verdict:
+    key = hashlib.sha256(f"{recipient.lower()}\0{verdict.fingerprint}".encode()).hexdigest()
+    return replace(verdict, fingerprint=key)
+
+
+def _log(received: Received, public_id: str | None) -> None:
+    extra = {
+        "bounce_id": received.bounce_id,
+        "invite": public_id,
+        "bounce_kind": received.verdict.kind.value,
+        "bounce_outcome": received.outcome.value,
+        "status_code": received.verdict.status_code,
+    }
+    if received.duplicate:
+        log.info("duplicate bounce ignored", extra=extra)
+    elif received.verdict.kind == BounceKind.UNREADABLE:
+        log.warning("unreadable bounce kept", extra={**extra, "problem": received.verdict.problem})
+    else:
+        log.info("bounce recorded", extra=extra)

@@ -1,0 +1,47 @@
+"""The invite state machine: every status change lives in this package, and nowhere else.
+
+Each transition is one conditional ``UPDATE … WHERE status = …`` plus one ``invite_events``
+row per row it changed, in one transaction (``core``). A transition that finds the row in
+another state changes nothing and returns ``None``: that is how two workers, a redelivered job
+and a double click never both win.
+
+    pendente → enviando → enviado | pendente (retry) | falhou      (sending)
+    enviando → incerto (lease expired, or the send broke mid-DATA)  (sending)
+    enviando → pendente (graceful stop before DATA)                 (sending)
+    falhou | incerto → pendente (the person, or an operator, asks)  (again)
+    devolvido → pendente (the address corrected)                    (again)
+    enviado | incerto → devolvido (a bounce)                        (bounced)
+
+No web, no Redis here; callers publish the returned changes (``app.queue.Publisher``) and
+announce them (``app.live.wakeups.Announcer``).
+"""
+
+from app.transitions.again import correct_and_resend, request_resend, request_resend_many
+from app.transitions.bounced import mark_bounced
+from app.transitions.sending import (
+    claim_for_sending,
+    create_invite,
+    create_invites,
+    expire_leases,
+    mark_failed,
+    mark_sent,
+    mark_uncertain,
+    release_claim,
+    schedule_retry,
+)
+
+__all__ = [
+    "claim_for_sending",
+    "correct_and_resend",
+    "create_invite",
+    "create_invites",
+    "expire_leases",
+    "mark_bounced",
+    "mark_failed",
+    "mark_sent",
+    "mark_uncertain",
+    "release_claim",
+    "request_resend",
+    "request_resend_many",
+    "schedule_retry",
+]

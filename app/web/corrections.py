@@ -1,0 +1,93 @@
+"""``POST /convites/{id}/corrigir``: a ``devolvido`` invite goes out again to a corrected address.
+
+The address is checked like a new invite's (``app.validation``), counted against the same send
+limits, and the invite goes back to ``pendente`` with a new attempt through the state machine;
+its history keeps the bounce. Works without JavaScript (a plain form post, 303) and with htmx
+(202 with the row; a 422 re-renders the row with the message next to the field).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app import queries, transitions
+from app.bounces.history import bounces_of
+from app.clock import utcnow
+from app.live.paused import sending_paused
+from app.records import Invite
+from app.status import CORRECTABLE
+from app.validation import InvalidInvite, parse_invite
+from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
+from app.web.forms import BadBody, publish_fast, read_body
+from app.web.identity import signed_in
+from app.web.invites import _accepted, _mine_or_404, _over_limit
+
+log = logging.getLogger(__name__)
+
+
+async def _invalid(request: Request, invite: Invite, email: object, message: str) -> Response:
+    if wants_json(request):
+        return JSONResponse({"erro": "Confira os campos.", "campos": {"email": message}}, 422)
+    db = db_of(request)
+    cursor = await queries.last_event_id(db, invite.sender_id)
+    history = await queries.invite_history(db, invite.id)
+    context: dict[str, Any] = {
+        "invite": invite,
+        "event_id": history[-1].id if history else 0,
+        "now": utcnow(),
+        "settings": settings_of(request),
+        "correction_error": message,
+        "correction_value": email if isinstance(email, str) else "",
+    }
+    if is_htmx(request):
+        row = f"#convite-{invite.public_id}"
+        headers = {"HX-Retarget": row, "HX-Reswap": "outerHTML"}
+        return render(request, "_invite_row.html", context, status_code=422, headers=headers)
+    settings = settings_of(request)
+    context.update(
+        history=history,
+        bounces=await bounces_of(db, invite.id),
+        cursor=cursor,
+        paused=await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
+    )
+    return render(request, "invite.html", context, status_code=422)
+
+
+@signed_in
+async def correct(request: Request) -> Response:
+    """From ``devolvido`` only: a new attempt to the corrected address; otherwise 409."""
+    invite = await _mine_or_404(request)
+    if isinstance(invite, Response):
+        return invite
+    try:
+        data = await read_body(request)
+    except BadBody as exc:
+        return error_response(request, 400, str(exc))
+    try:
+        checked = parse_invite({"email": data.get("email"), "nome": invite.name})
+    except InvalidInvite as exc:
+        return await _invalid(request, invite, data.get("email"), exc.errors.get("email", ""))
+    refused = await _over_limit(request, checked.email)
+    if refused is not None:
+        return refused
+    change = await transitions.correct_and_resend(
+        db_of(request), invite.sender_id, invite.public_id, checked.email
+    )
+    if change is None:
+        allowed = " ou ".join(status.value for status in CORRECTABLE)
+        return error_response(
+            request,
+            409,
+            f"Este convite está {invite.status.value}; só dá para corrigir quando está {allowed}.",
+            status=invite.status.value,
+        )
+    log.info(
+        "corrected and sent again",
+        extra={"invite": invite.public_id, "attempt": change.invite.attempt},
+    )
+    await publish_fast(request, change)
+    return _accepted(request, change)

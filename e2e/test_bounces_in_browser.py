@@ -1,0 +1,107 @@
+"""A bounce in Chromium: enviado turns devolvido live, said once as an alert, and Corrigir e
+reenviar sends it again (with and without JavaScript). Real web, worker, Redis, SMTP and a real
+``python -m app bounces`` process, fed a real-world bounce over SMTP."""
+
+from __future__ import annotations
+
+import smtplib
+from collections.abc import Callable, Iterator
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from e2e.conftest import Stack
+from e2e.test_live_pages import (
+    RECEIVED,
+    SENT,
+    announcements,
+    assert_page_was_honest,
+    open_home,
+    row,
+    submit,
+    wait_for_announcement,
+)
+from tests.helpers import bounce_message, verp_address
+from tests.services import AppProcess, wait_for_port
+
+pytestmark = pytest.mark.e2e
+
+BOUNCED = (
+    "O convite para {} voltou: não foi entregue. O servidor do destinatário informou que a "
+    "caixa não existe (5.1.1). Informado por mail.exemplo.com. Corrija o endereço e reenvie."
+)
+
+
+@pytest.fixture(scope="module")
+def receiver(running_stack: Stack) -> Iterator[int]:
+    """The bounce receiver process, on the stack's BOUNCE_LISTEN."""
+    port = running_stack.settings.bounce_listen[1]
+    with AppProcess.bounces(running_stack.env, running_stack.folder / "bounces.log").start():
+        wait_for_port(port, timeout=30)
+        yield port
+
+
+def bounce(stack: Stack, port: int, public_id: str, email: str, attempt: int = 1) -> None:
+    """The recipient's server (Postfix) reports "no such user" for this attempt."""
+    return_path = stack.settings.return_path
+    raw = bounce_message("postfix.eml", public_id, email, attempt, return_path)
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+        client.sendmail("", [verp_address(return_path, public_id)], raw)
+
+
+def test_a_bounce_turns_the_row_devolvido_live_said_once_then_corrigir_e_reenviar_sends_it(
+    page: Page, stack: Stack, receiver: int
+) -> None:
+    open_home(page)
+    wrong, right = "jonas@exemplo.con", "jonas@exemplo.com"
+    submit(page, wrong)
+    wait_for_announcement(page, SENT.format(wrong))
+    public_id = row(page, wrong).get_attribute("data-convite")  # type: ignore[attr-defined]
+
+    bounce(stack, receiver, public_id, wrong)
+
+    wait_for_announcement(page, BOUNCED.format(wrong))
+    expect(row(page, wrong)).to_have_attribute("data-status", "devolvido")
+    page.get_by_text("Corrigir e reenviar").click()
+    page.get_by_label("E-mail corrigido").fill(right)
+    page.get_by_role("button", name="Reenviar para o endereço corrigido").click()
+    wait_for_announcement(page, SENT.format(right))
+    expect(row(page, right)).to_have_attribute("data-status", "enviado")
+    assert announcements(page) == [
+        ("status", RECEIVED.format(wrong)),
+        ("status", SENT.format(wrong)),
+        ("alert", BOUNCED.format(wrong)),
+        ("status", RECEIVED.format(right)),
+        ("status", SENT.format(right)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_without_javascript_the_bounce_shows_on_reload_and_the_correction_posts(
+    new_context: Callable[..., BrowserContext], stack: Stack, receiver: int
+) -> None:
+    page = new_context(java_script_enabled=False).new_page()
+    page.goto("/")
+    wrong, right = "lia@exemplo.con", "lia@exemplo.com"
+    page.get_by_label("E-mail").fill(wrong)
+    page.get_by_role("button", name="Enviar convite").click()
+    page.wait_for_url("**/convites/*")
+    public_id = page.url.rsplit("/", 1)[1]
+    for _ in range(100):
+        if row(page, wrong).get_attribute("data-status") == "enviado":  # type: ignore[attr-defined]
+            break
+        page.get_by_role("link", name="Atualizar").click()
+    bounce(stack, receiver, public_id, wrong)
+
+    for _ in range(100):
+        page.get_by_role("link", name="Atualizar").click()
+        if row(page, wrong).get_attribute("data-status") == "devolvido":  # type: ignore[attr-defined]
+            break
+    expect(page.get_by_text("Devoluções recebidas")).to_be_visible()
+    page.get_by_text("Corrigir e reenviar").click()
+    page.get_by_label("E-mail corrigido").fill(right)
+    page.get_by_role("button", name="Reenviar para o endereço corrigido").click()
+
+    page.wait_for_url(f"**/convites/{public_id}")
+    expect(row(page, right)).to_be_visible()
+    assert row(page, right).get_attribute("data-status") in ("pendente", "enviando", "enviado")  # type: ignore[attr-defined]

@@ -1,0 +1,158 @@
+"""A devolvido invite on the sender's page: the reason, the history, and Corrigir e reenviar
+(validated like a new invite; a new attempt through the worker; with or without JavaScript)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.db import Database
+from app.live.wakeups import sender_channel
+from app.status import Status
+from tests.fixtures import drain
+from tests.helpers import (
+    JSON,
+    api_headers,
+    bounce_sample,
+    invite_row,
+    page_token,
+    post_invite,
+    send_bounce,
+    statuses,
+)
+from tests.services import ScriptedSmtp
+
+
+async def bounced(
+    client: httpx.AsyncClient, settings: Settings, db: Database, port: int
+) -> dict[str, Any]:
+    """An invite sent for real (worker, SMTP 250), then bounced through the receiver."""
+    created = await post_invite(client, "ana@exemplo.con")
+    await drain(settings)
+    invite = await invite_row(db, created["id"])
+    assert invite.status == Status.ENVIADO
+    local, _, domain = settings.return_path.rpartition("@")
+    raw = bounce_sample("gmail.eml", invite, settings.return_path)
+    await send_bounce(port, raw, f"{local}+{invite.public_id}@{domain}")
+    assert (await invite_row(db, invite.public_id)).status == Status.DEVOLVIDO
+    return created
+
+
+async def test_the_bounce_wakes_the_senders_page(
+    client: httpx.AsyncClient, settings: Settings, db: Database, bounce_port: int, redis: Redis
+) -> None:
+    created = await post_invite(client, "ana@exemplo.con")
+    await drain(settings)
+    invite = await invite_row(db, created["id"])
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(sender_channel(invite.sender_id))
+    await pubsub.get_message(timeout=1)  # the subscription itself
+
+    local, _, domain = settings.return_path.rpartition("@")
+    raw = bounce_sample("postfix.eml", invite, settings.return_path)
+    await send_bounce(bounce_port, raw, f"{local}+{invite.public_id}@{domain}")
+
+    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+    await pubsub.aclose()
+    assert message is not None
+    history = await statuses(db, invite.public_id)
+    assert history[-1] == ("devolvido", 1)
+
+
+async def test_a_devolvido_invite_shows_the_reason_the_history_and_the_correction_form(
+    client: httpx.AsyncClient, settings: Settings, db: Database, bounce_port: int
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+
+    page = (await client.get(f"/convites/{created['id']}")).text
+    body = (await client.get(f"/convites/{created['id']}", headers=JSON)).json()
+
+    assert body["status"] == "devolvido"
+    [kept] = body["devolucoes"]
+    assert (kept["classe"], kept["efeito"], kept["codigo"]) == ("permanent", "devolvido", "5.1.1")
+    assert "a caixa não existe (5.1.1). Informado por googlemail.com." in body["erro"]
+    assert "Corrigir e reenviar" in page and 'action="/convites/' in page
+    assert "Devoluções recebidas" in page and "devolvido: O servidor do destinatário" in page
+    assert 'data-anuncio-em="alert"' in page
+
+
+async def test_without_javascript_the_corrected_address_goes_out_as_a_new_attempt(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+    smtp: ScriptedSmtp,
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+    token = page_token((await client.get(f"/convites/{created['id']}")).text)
+
+    response = await client.post(
+        f"/convites/{created['id']}/corrigir",
+        data={"email": " Ana@Exemplo.COM ", "csrf_token": token},
+    )
+    await drain(settings)
+
+    assert response.status_code == 303
+    invite = await invite_row(db, created["id"])
+    assert (invite.status, invite.email, invite.attempt) == (Status.ENVIADO, "Ana@exemplo.com", 2)
+    assert smtp.received[-1].rcpt_tos == ["Ana@exemplo.com"]
+    assert await statuses(db, created["id"]) == [
+        ("pendente", 1), ("enviando", 1), ("enviado", 1), ("devolvido", 1),
+        ("pendente", 2), ("enviando", 2), ("enviado", 2),
+    ]  # fmt: skip
+
+
+async def test_a_bad_corrected_address_is_refused_like_a_new_invite_and_changes_nothing(
+    client: httpx.AsyncClient, settings: Settings, db: Database, bounce_port: int
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+    headers = await api_headers(client)
+    url = f"/convites/{created['id']}/corrigir"
+
+    as_json = await client.post(url, json={"email": "ana@"}, headers=headers)
+    as_htmx = await client.post(
+        url,
+        data={"email": "ana\r\nBcc: x@exemplo.com"},
+        headers={"HX-Request": "true", "X-CSRF-Token": headers["X-CSRF-Token"]},
+    )
+
+    assert as_json.status_code == 422 and "email" in as_json.json()["campos"]
+    assert as_htmx.status_code == 422
+    assert as_htmx.headers["HX-Retarget"] == f"#convite-{created['id']}"
+    assert 'aria-invalid="true"' in as_htmx.text and "<details" in as_htmx.text
+    assert (await invite_row(db, created["id"])).status == Status.DEVOLVIDO
+
+
+async def test_only_a_devolvido_invite_can_be_corrected(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com")
+    await drain(settings)
+
+    response = await client.post(
+        f"/convites/{created['id']}/corrigir",
+        json={"email": "bia@exemplo.com"},
+        headers=await api_headers(client),
+    )
+
+    assert response.status_code == 409
+    assert (await invite_row(db, created["id"])).email == "ana@exemplo.com"
+
+
+async def test_someone_elses_invite_cannot_be_corrected(
+    client: httpx.AsyncClient, other_client: Any, settings: Settings, db: Database, bounce_port: int
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+
+    async with other_client() as stranger:
+        response = await stranger.post(
+            f"/convites/{created['id']}/corrigir",
+            json={"email": "bia@exemplo.com"},
+            headers=await api_headers(stranger),
+        )
+
+    assert response.status_code == 404
+    assert (await invite_row(db, created["id"])).status == Status.DEVOLVIDO

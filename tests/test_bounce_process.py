@@ -1,0 +1,47 @@
+"""``python -m app bounces`` as a real process: it listens on BOUNCE_LISTEN, beats in Redis,
+records a bounce, and a SIGTERM stops it cleanly (its heartbeat gone: no alarm)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from app import transitions
+from app.bounces.heartbeat import RECEIVERS_KEY
+from app.config import Settings
+from app.db import Database
+from app.status import Status
+from tests.fixtures import process_env
+from tests.helpers import bounce_sample, invite_row, send_bounce, verp_address, wait_for_status
+from tests.services import AppProcess, wait_for_port
+
+
+async def test_the_receiver_process_records_a_bounce_and_stops_cleanly(
+    settings: Settings, db: Database, redis: Redis, tmp_path: Path
+) -> None:
+    created = await transitions.create_invite(
+        db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-1"
+    )
+    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
+    assert claim is not None and await transitions.mark_sent(db, claim.invite)
+    invite = await invite_row(db, created.invite.public_id)
+    port = settings.bounce_listen[1]
+    receiver = AppProcess.bounces(process_env(settings), tmp_path / "bounces.log").start()
+    try:
+        await asyncio.to_thread(wait_for_port, port, 30)
+        raw = bounce_sample("microsoft.eml", invite, settings.return_path)
+
+        await send_bounce(port, raw, verp_address(settings.return_path, invite.public_id))
+
+        await wait_for_status(db, invite.public_id, Status.DEVOLVIDO)
+        assert await redis.zcard(RECEIVERS_KEY) == 1
+    finally:
+        code = await asyncio.to_thread(receiver.stop)
+    assert code == 0, receiver.describe()
+    deadline = time.monotonic() + 5
+    while await redis.zcard(RECEIVERS_KEY) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert await redis.zcard(RECEIVERS_KEY) == 0
