@@ -6,6 +6,8 @@ message that names the variable (``ConfigError``), never a stack trace deep in a
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import secrets
 from collections.abc import Callable, Mapping
@@ -15,6 +17,7 @@ from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 T = TypeVar("T")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 VAR_DIR = Path(os.environ.get("CONVITES_VAR_DIR", "var"))
 ENVIRONMENTS = ("development", "test", "production")
@@ -98,6 +101,11 @@ class Settings:
     alarm_pending_seconds: float
     alarm_check_seconds: float
     ops_token: str | None
+    streams_per_address: int = 60
+    streams_per_process: int = 5000
+    stream_max_seconds: float = 3600.0
+    metrics_token: str | None = None
+    trusted_proxies: tuple[Network, ...] = ()
 
     @property
     def is_dev(self) -> bool:
@@ -156,6 +164,19 @@ def _ops_token(raw: str) -> str | None:
     return raw
 
 
+def _metrics_token(raw: str) -> str | None:
+    if not raw:
+        return None
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 random characters (or empty for a public /metrics)")
+    return raw
+
+
+def _networks(raw: str) -> tuple[Network, ...]:
+    # "10.0.0.5, 10.1.0.0/16": addresses or networks of the proxies allowed to speak for a client.
+    return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
+
+
 def _env_name(raw: str) -> str:
     if raw not in ENVIRONMENTS:
         raise ValueError(f"must be one of {', '.join(ENVIRONMENTS)}")
@@ -199,10 +220,32 @@ def _secret_key(env: Mapping[str, str], app_env: str) -> str:
     # One person on one machine: keep a generated key under var/ so sessions survive restarts.
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        _write_new_key(path)
+    key = path.read_text().strip()
+    if len(key) < _MIN_PRODUCTION_KEY:
+        raise ConfigError(
+            f"{path} holds no usable key (empty or under {_MIN_PRODUCTION_KEY} characters): "
+            "delete it to have a new one generated, or set SECRET_KEY"
+        )
+    return key
+
+
+def _write_new_key(path: Path) -> None:
+    """Create the key file 0600 from its first byte, and atomically: no reader ever sees a
+    half-written key, and two processes starting together agree on one key."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        # A hard link fails if another process won the race: then its key is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -255,4 +298,9 @@ def _read(env: Mapping[str, str]) -> Settings:
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
         ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
+        streams_per_address=_parse(env, "STREAMS_PER_ADDRESS", "60", _positive_int),
+        streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
+        stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
+        metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
+        trusted_proxies=_parse(env, "TRUSTED_PROXIES", "", _networks),
     )

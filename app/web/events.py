@@ -27,7 +27,15 @@ from app.db import Database
 from app.invites import Event, Invite
 from app.live import SETTLE_SECONDS, Hub, PausedCheck, Wakeup
 from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
-from app.web.common import db_of, sender_id, settings_of, templates_of, too_many_requests
+from app.web.common import (
+    db_of,
+    error_response,
+    sender_id,
+    settings_of,
+    templates_of,
+    too_many_requests,
+)
+from app.web.params import BadParameter, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +55,13 @@ TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e t
 
 def cursor_from(request: Request) -> int | None:
     """Where the browser is: the ``Last-Event-ID`` header its EventSource sends on reconnect, or
-    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header)."""
-    candidates = [request.headers.get("last-event-id", ""), request.query_params.get("depois", "")]
-    values = [int(raw) for raw in candidates if raw.strip().isdigit()]
+    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header).
+    Raises ``BadParameter`` for anything but ASCII digits."""
+    candidates = [
+        whole_number(request.headers.get("last-event-id"), "Last-Event-ID"),
+        whole_number(request.query_params.get("depois"), "depois"),
+    ]
+    values = [value for value in candidates if value is not None]
     return max(values) if values else None
 
 
@@ -210,7 +222,10 @@ class Stream:
 
 async def stream(request: Request) -> Response:
     """GET /convites/eventos: this sender's changes as server-sent events."""
-    live = Stream(request, cursor_from(request))
+    try:
+        live = Stream(request, cursor_from(request))
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
     try:
         slot = await open_stream_slot(live.redis, live.sender, live.settings.streams_per_sender)
     except TooManyStreams as exc:

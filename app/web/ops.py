@@ -37,6 +37,7 @@ from app.web.common import (
     templates_of,
     wants_json,
 )
+from app.web.params import BadParameter, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,10 @@ async def page(request: Request) -> Response:
             for g in panel["groups"]
         ]
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
-    retried = request.query_params.get("reenviados", "")
-    panel["retried"] = int(retried) if retried.isdigit() else None
+    try:
+        panel["retried"] = whole_number(request.query_params.get("reenviados"), "reenviados")
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
     return render(request, "operacao.html", panel, headers={"Cache-Control": "no-store"})
 
 
