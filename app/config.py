@@ -105,7 +105,11 @@ class Settings:
     streams_per_process: int = 5000
     stream_max_seconds: float = 3600.0
     metrics_token: str | None = None
-    trusted_proxies: tuple[Network, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[Network, ...] = (
+        ipaddress.ip_network("127.0.0.1"),
+        ipaddress.ip_network("::1"),
+    )
 
     @property
     def is_dev(self) -> bool:
@@ -175,6 +179,13 @@ def _metrics_token(raw: str) -> str | None:
 def _networks(raw: str) -> tuple[Network, ...]:
     # "10.0.0.5, 10.1.0.0/16": addresses or networks of the proxies allowed to speak for a client.
     return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
+
+
+def _host_names(raw: str) -> tuple[str, ...]:
+    names = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    if any(":" in name or "/" in name for name in names):
+        raise ValueError("must be host names without scheme or port, e.g. convites.example.com")
+    return names
 
 
 def _env_name(raw: str) -> str:
@@ -264,6 +275,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 def _read(env: Mapping[str, str]) -> Settings:
     app_env = _parse(env, "APP_ENV", "development", _env_name)
     mailbox = env.get("MAILBOX_DIR", "")
+    if mailbox and app_env != "development":
+        # /caixa shows every message sent: a development tool, never served anywhere else.
+        raise ConfigError(
+            f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
+        )
     return Settings(
         app_env=app_env,
         database_url=_parse(
@@ -302,5 +318,6 @@ def _read(env: Mapping[str, str]) -> Settings:
         streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
-        trusted_proxies=_parse(env, "TRUSTED_PROXIES", "", _networks),
+        allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
+        trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),
     )

@@ -29,6 +29,7 @@ from app.web import events, health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
 from app.web.headers import SecurityHeadersMiddleware, add_security_headers
+from app.web.hosts import HostCheckMiddleware, allowed_hosts
 from app.web.limits import BodyLimitMiddleware
 from app.web.middleware import CorrelationIdMiddleware
 from app.web.present import (
@@ -171,13 +172,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),
     ]
-    if settings.mailbox_dir is not None:
+    if settings.mailbox_dir is not None and settings.is_dev:
         routes += mailbox.routes(settings.mailbox_dir)
     if settings.ops_token is not None:
         routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
-    middleware = [Middleware(TrustedProxyHeadersMiddleware)] if settings.trust_proxy_headers else []
+    middleware = (
+        [Middleware(TrustedProxyHeadersMiddleware, trusted=settings.trusted_proxies)]
+        if settings.trust_proxy_headers
+        else []
+    )
     middleware += [
+        Middleware(HostCheckMiddleware, allowed=allowed_hosts(settings)),
         Middleware(CorrelationIdMiddleware),
         Middleware(SecurityHeadersMiddleware),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
@@ -188,7 +194,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             max_age=400 * 24 * 3600,
             always_secure=settings.https_only_cookies,
         ),
-        Middleware(CsrfMiddleware, secret_key=settings.secret_key),
+        Middleware(CsrfMiddleware, secret_key=settings.secret_key, ops_token=settings.ops_token),
     ]
     return Starlette(
         routes=routes,

@@ -101,6 +101,7 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
         "SENDING_LEASE_SECONDS": "120",
         "WORKER_HEARTBEAT_SECONDS": "1",
         "SLOW_AFTER_SECONDS": "30",
+        "ALLOWED_HOSTS": "testserver",
     }
     env.update({key: str(value) for key, value in overrides.items()})
     return load_settings(env)
@@ -211,6 +212,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SENDS_PER_ADDRESS_PER_MINUTE": str(settings.sends_per_address_per_minute),
             "SENDS_PER_SENDER_PER_DAY": str(settings.sends_per_sender_per_day),
             "STREAMS_PER_SENDER": str(settings.streams_per_sender),
+            "ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
             "PYTHONPATH": str(ROOT),
         }
     )
