@@ -30,7 +30,7 @@ async def saude(settings: Settings) -> tuple[httpx.Response, float]:
     """GET /saude on an app with these settings, and how many seconds the answer took."""
     async with running_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
             started = time.monotonic()
             response = await http.get("/saude")
             return response, time.monotonic() - started
@@ -78,7 +78,7 @@ async def test_saude_is_503_when_the_oldest_pendente_is_past_the_alarm_threshold
     quick = replace(settings, alarm_pending_seconds=0.2)
     async with running_app(quick) as app:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
             await post_invite(http, "cris@exemplo.com")
             await beat(redis, "worker-a")
             assert (await http.get("/saude")).status_code == 200

@@ -85,7 +85,7 @@ async def test_a_tampered_cookie_is_a_new_sender_who_sees_nothing(
 
 
 async def test_the_cookie_is_secure_when_the_request_came_over_https(settings: Settings) -> None:
-    async with client_for(settings, base_url="https://convites.exemplo") as browser:
+    async with client_for(settings, base_url="https://testserver") as browser:
         assert "secure" in session_cookie(await browser.get("/"))
 
 
