@@ -73,6 +73,8 @@ class Stack:
                 "SENDS_PER_ADDRESS_PER_MINUTE": "100000000",
                 "SENDS_PER_SENDER_PER_DAY": "100000000",
                 "STREAMS_PER_SENDER": "100000",
+                "STREAMS_PER_ADDRESS": "100000",
+                "STREAMS_PER_PROCESS": "100000",
             }
         )
         return env

@@ -213,6 +213,9 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SENDS_PER_SENDER_PER_DAY": str(settings.sends_per_sender_per_day),
             "STREAMS_PER_SENDER": str(settings.streams_per_sender),
             "ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
+            "STREAMS_PER_ADDRESS": str(settings.streams_per_address),
+            "STREAMS_PER_PROCESS": str(settings.streams_per_process),
+            "STREAM_MAX_SECONDS": str(settings.stream_max_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )

@@ -26,16 +26,15 @@ from app.config import Settings
 from app.db import Database
 from app.invites import Event, Invite
 from app.live import SETTLE_SECONDS, Hub, PausedCheck, Wakeup
-from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
 from app.web.common import (
     db_of,
     error_response,
     sender_id,
     settings_of,
     templates_of,
-    too_many_requests,
 )
 from app.web.params import BadParameter, whole_number
+from app.web.stream_caps import StreamRefused, StreamSlots, lifetime_seconds, take_stream_slots
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,6 @@ RECONNECT_MILLISECONDS = 1000
 # writer at a time, so its ids are final at once.
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
-TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
 
 
 def cursor_from(request: Request) -> int | None:
@@ -106,7 +104,9 @@ class Stream:
         self.sender = sender_id(request)
         self.cursor = cursor
         self.sent_above_cursor: set[int] = set()
-        self.slot: StreamSlot | None = None
+        self.slot: StreamSlots | None = None
+        # Streams end after STREAM_MAX_SECONDS; the browser resumes with Last-Event-ID.
+        self.ends_at = time.monotonic() + lifetime_seconds(self.settings)
         self.slot_refreshed = time.monotonic()
         self.paused_check: PausedCheck = request.state.paused
         self.paused: bool | None = None
@@ -183,7 +183,7 @@ class Stream:
 
     @property
     def ending(self) -> bool:
-        return self.hub.closed or self.shutdown.is_set()
+        return self.hub.closed or self.shutdown.is_set() or time.monotonic() >= self.ends_at
 
     async def rest(self, wakeup: Wakeup) -> bool:
         """Until a wake-up (True: read the database) or the period for the paused notice.
@@ -194,7 +194,8 @@ class Stream:
         self.shutdown.wakeup = wakeup
         if self.ending:
             return True
-        return await wakeup.wait(self.settings.worker_heartbeat_seconds)
+        remaining = max(0.0, self.ends_at - time.monotonic())
+        return await wakeup.wait(min(self.settings.worker_heartbeat_seconds, remaining))
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
@@ -227,9 +228,9 @@ async def stream(request: Request) -> Response:
     except BadParameter as exc:
         return error_response(request, 400, exc.message)
     try:
-        slot = await open_stream_slot(live.redis, live.sender, live.settings.streams_per_sender)
-    except TooManyStreams as exc:
-        return too_many_requests(request, TOO_MANY_STREAMS, exc.retry_after)
+        slot = await take_stream_slots(request, live.redis, live.sender)
+    except StreamRefused as exc:
+        return exc.response
     live.slot = slot
 
     async def generate() -> AsyncIterator[ServerSentEvent]:
