@@ -105,6 +105,7 @@ class Settings:
     streams_per_process: int = 5000
     stream_max_seconds: float = 3600.0
     metrics_token: str | None = None
+    status_snapshot_seconds: float = 2.0
     allowed_hosts: tuple[str, ...] = ()
     trusted_proxies: tuple[Network, ...] = (
         ipaddress.ip_network("127.0.0.1"),
@@ -133,6 +134,13 @@ def _positive_float(raw: str) -> float:
     value = float(raw)
     if value <= 0:
         raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _seconds_or_zero(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= 60:
+        raise ValueError("must be between 0 and 60 seconds")
     return value
 
 
@@ -318,6 +326,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
+        status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
         allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
         trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),
     )

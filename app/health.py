@@ -193,8 +193,20 @@ def _failures_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
     ]
 
 
-def health_json(health: Health) -> dict[str, Any]:
-    """The ``/saude`` body (pt-BR keys, like the rest of the JSON API)."""
+def _failure_classes_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
+    counts: dict[str | None, int] = {}
+    for group in failures:
+        counts[group.failure_class] = counts.get(group.failure_class, 0) + group.count
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    return [{"classe": kind, "quantidade": count} for kind, count in ordered]
+
+
+def health_json(health: Health, public: bool = False) -> dict[str, Any]:
+    """The ``/saude`` body (pt-BR keys, like the rest of the JSON API).
+
+    ``public``: failures by class only. A mail server's reply text can quote anything (names,
+    internal host names, policy details); only the operator sees it (``/operacao``, the CLI).
+    """
     database, redis = health.database, health.redis
     freshest = health.freshest_heartbeat_seconds
     oldest = database.oldest_pending_seconds if database else None
@@ -212,5 +224,11 @@ def health_json(health: Health) -> dict[str, Any]:
             "pendente_mais_antigo_segundos": round(oldest, 3) if oldest is not None else None,
         },
         "por_status": database.counts if database else None,
-        "falhas_ultima_hora": _failures_json(database.failures) if database else None,
+        "falhas_ultima_hora": (
+            None
+            if database is None
+            else _failure_classes_json(database.failures)
+            if public
+            else _failures_json(database.failures)
+        ),
     }

@@ -25,6 +25,7 @@ from app.live import Announcer, Hub, PausedCheck
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.queue import Publisher
+from app.snapshots import Snapshots
 from app.web import events, health, invites, mailbox, ops
 from app.web.common import error_response
 from app.web.csrf import CsrfMiddleware, csrf_field, csrf_token_global
@@ -111,6 +112,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "sse": sse,
                 "hub": hub,
                 "paused": PausedCheck(redis, settings.worker_heartbeat_seconds),
+                "snapshots": Snapshots(settings.status_snapshot_seconds),
             }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server

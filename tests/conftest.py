@@ -102,6 +102,9 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
         "WORKER_HEARTBEAT_SECONDS": "1",
         "SLOW_AFTER_SECONDS": "30",
         "ALLOWED_HOSTS": "testserver",
+        # Most tests look at /saude and /metrics right after a change: no snapshot there
+        # (tests/test_status_snapshots.py checks the snapshot itself).
+        "STATUS_SNAPSHOT_SECONDS": "0",
     }
     env.update({key: str(value) for key, value in overrides.items()})
     return load_settings(env)
@@ -216,6 +219,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "STREAMS_PER_ADDRESS": str(settings.streams_per_address),
             "STREAMS_PER_PROCESS": str(settings.streams_per_process),
             "STREAM_MAX_SECONDS": str(settings.stream_max_seconds),
+            "STATUS_SNAPSHOT_SECONDS": str(settings.status_snapshot_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )
