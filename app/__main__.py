@@ -1,4 +1,4 @@
-"""Command line: ``python -m app dev | migrate | mailbox | status | reconcile | retry``."""
+"""Command line: ``python -m app dev | worker | migrate | mailbox | status | reconcile | retry``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = commands.add_parser("dev", help="run everything for one person on this machine")
     dev.add_argument("--port", type=int, default=8000, help="web port (default 8000)")
     dev.add_argument("--host", default="127.0.0.1")
+    commands.add_parser("worker", help="run a worker that rides out Redis outages")
     commands.add_parser("migrate", help="apply the database migrations")
     mailbox = commands.add_parser("mailbox", help="run the local dev mailbox (an SMTP server)")
     mailbox.add_argument("--dir", type=Path, required=True)
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.dev import run_dev
 
             return run_dev(args.host, args.port)
+        if args.command == "worker":
+            from app.steady_worker import run
+
+            return run()
         if args.command == "migrate":
             from app.migrate import upgrade
 

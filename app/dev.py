@@ -155,7 +155,7 @@ def run_dev(host: str, port: int) -> int:
             ],
             env,
         )
-        children.start("worker", [python, "-m", "arq", "app.worker.WorkerSettings"], env)
+        children.start("worker", [python, "-m", "app", "worker"], env)
         wait_for_port(port, web)
         print(
             f"\nConvites is running: http://{host}:{port}/\n"

@@ -1,6 +1,7 @@
 """The arq worker: claim, send, record the verdict; and the reconciliation sweep.
 
-Start it with ``arq app.worker.WorkerSettings`` (configured by the environment, like the web).
+Start it with ``python -m app worker`` (``app.steady_worker``: it rides out Redis outages), or
+``arq app.worker.WorkerSettings`` (the plain arq CLI, which exits when Redis goes away).
 Jobs carry ids, not rows: the row in the database is the only truth about an invite.
 """
 
@@ -181,11 +182,18 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
 
 async def _heartbeat_forever(ctx: dict[str, Any]) -> None:
     interval = ctx["settings"].worker_heartbeat_seconds
+    failing = False  # log once per outage, not once per beat
     while True:
         try:
             await beat(ctx["redis"], ctx["worker_id"])
         except Exception:
-            log.exception("heartbeat failed")
+            if not failing:
+                log.exception("heartbeat failed; retrying every interval")
+            failing = True
+        else:
+            if failing:
+                log.info("heartbeat resumed", extra={"worker_id": ctx["worker_id"]})
+            failing = False
         await asyncio.sleep(interval)
 
 
@@ -205,7 +213,10 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     if task is not None:
         task.cancel()
     if "worker_id" in ctx:
-        await forget(ctx["redis"], ctx["worker_id"])
+        try:
+            await forget(ctx["redis"], ctx["worker_id"])
+        except Exception as exc:  # Redis down: the beat goes stale by itself
+            log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
     if "mailer" in ctx:
         await ctx["mailer"].close()
     if "db" in ctx:
