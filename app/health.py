@@ -23,6 +23,7 @@ from app.db import Database
 from app.heartbeat import live_workers
 from app.invites import utcnow
 from app.models import invite_events, invites
+from app.pause import Pause, read_pause
 from app.status import Status
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class DatabaseFacts:
     counts: dict[str, int] = field(default_factory=dict)
     oldest_pending_seconds: float | None = None
     failures: list[FailureGroup] = field(default_factory=list)
+    pause: Pause | None = None  # sending paused on purpose (app.pause)
 
 
 @dataclass
@@ -114,6 +116,7 @@ async def _database_facts(db: Database) -> DatabaseFacts:
             .order_by(func.count().desc())
         )
         facts.failures = [FailureGroup(error or "", kind, count) for error, kind, count in failures]
+        facts.pause = await read_pause(conn)
     if oldest_due is not None:
         facts.oldest_pending_seconds = max(0.0, (now - oldest_due).total_seconds())
     return facts
@@ -154,7 +157,9 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
             Problem("no_live_worker", "Nenhum worker ativo e há convites esperando envio.")
         )
     oldest = health.database.oldest_pending_seconds if health.database else None
-    if oldest is not None and oldest > settings.alarm_pending_seconds:
+    paused = health.database is not None and health.database.pause is not None
+    # A pause the team chose is not a failure: invites are expected to wait through it.
+    if oldest is not None and oldest > settings.alarm_pending_seconds and not paused:
         problems.append(
             Problem(
                 "pending_too_old",
@@ -201,6 +206,15 @@ def _failure_classes_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
     return [{"classe": kind, "quantidade": count} for kind, count in ordered]
 
 
+def _pause_json(pause: Pause | None, public: bool) -> dict[str, Any]:
+    if pause is None:
+        return {"pausado": False}
+    body = {"pausado": True, "desde": pause.since.isoformat(), "por": pause.by}
+    if not public:
+        body["motivo"] = pause.reason
+    return body
+
+
 def health_json(health: Health, public: bool = False) -> dict[str, Any]:
     """The ``/saude`` body (pt-BR keys, like the rest of the JSON API).
 
@@ -223,6 +237,7 @@ def health_json(health: Health, public: bool = False) -> dict[str, Any]:
             "profundidade": redis.queue_depth if redis else None,
             "pendente_mais_antigo_segundos": round(oldest, 3) if oldest is not None else None,
         },
+        "envio": _pause_json(database.pause, public) if database else {"pausado": None},
         "por_status": database.counts if database else None,
         "falhas_ultima_hora": (
             None

@@ -24,6 +24,7 @@ from app.db import Database
 from app.live import Announcer, Hub, PausedCheck
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
+from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
 from app.snapshots import Snapshots
 from app.web import events, health, invites, mailbox, ops
@@ -37,6 +38,7 @@ from app.web.present import (
     CONNECTION_LOST,
     PAUSED_NOTICE,
     RECONNECTING,
+    TEAM_PAUSED_NOTICE,
     announcement,
     describe,
     duration,
@@ -66,6 +68,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         csrf_field=csrf_field,
         static_url=static.url_for,
         PAUSED_NOTICE=PAUSED_NOTICE,
+        TEAM_PAUSED_NOTICE=TEAM_PAUSED_NOTICE,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
     )
@@ -111,7 +114,10 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "templates": build_templates(static),
                 "sse": sse,
                 "hub": hub,
-                "paused": PausedCheck(redis, settings.worker_heartbeat_seconds),
+                # The notice on every page: paused by the team, or no worker alive.
+                "paused": SendingNotice(
+                    PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
+                ),
                 "snapshots": Snapshots(settings.status_snapshot_seconds),
             }
         finally:

@@ -1,4 +1,4 @@
-"""Tables: invites, their append-only event history, and the outbox of jobs to enqueue.
+"""Tables: invites, their append-only event history, the outbox of jobs to enqueue, controls.
 
 SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
 ``app.invites`` are conditional UPDATEs whose row counts mean something.
@@ -113,4 +113,14 @@ outbox = Table(
         postgresql_where=Column("published_at").is_(None),
     ),
     Index("ix_outbox_invite_id", "invite_id", "id"),
+)
+
+# Switches the team sets on purpose (``app.pause``): one row per switch, in the database so it
+# survives any restart of Redis.
+controls = Table(
+    "controls",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )

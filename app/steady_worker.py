@@ -10,7 +10,8 @@ worker instead:
   when it is back (``redis available again``, with the outage's length), and resumes polling,
   its heartbeat and its cron sweep (which re-enqueues from the database whatever the outage
   lost);
-- stops cleanly (exit 0) on SIGTERM/SIGINT even while Redis is down.
+- stops cleanly (exit 0) on SIGTERM/SIGINT even while Redis is down;
+- picks no job while the team has paused sending (``app.pause``).
 
 Nothing accepted meanwhile is lost: the database is the truth, the outbox relay and the sweep
 enqueue what Redis never saw or forgot.
@@ -87,6 +88,8 @@ class SteadyWorker(Worker):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.outage = RedisOutage()
+        self.paused = False
+        self.stopping = False
         # We retry ourselves, forever and quietly; arq's start-up retries would give up.
         self.redis_settings = dataclasses.replace(
             self.redis_settings or RedisSettings(), conn_retries=0
@@ -113,7 +116,26 @@ class SteadyWorker(Worker):
         self.outage.back()
         await super().main()
 
+    def handle_sig_wait_for_completion(self, signum: Any) -> None:
+        self.stopping = True  # from now on, never pick jobs again (even after a resume)
+        super().handle_sig_wait_for_completion(signum)
+
+    async def _follow_pause(self) -> None:
+        """Claim nothing while the team has paused sending (``app.pause``)."""
+        flag = self.ctx.get("pause")
+        if flag is None or self.stopping:
+            return
+        try:
+            paused = await flag() is not None
+        except Exception:  # the database is unreachable: claims would fail anyway
+            return
+        if paused != self.paused:
+            self.paused = paused
+            log.warning("sending paused by the team" if paused else "sending resumed")
+        self.allow_pick_jobs = not paused
+
     async def _poll_iteration(self) -> None:
+        await self._follow_pause()
         try:
             await super()._poll_iteration()
         except OUTAGE_ERRORS as exc:

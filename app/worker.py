@@ -35,6 +35,7 @@ from app.mailer import (
     build_message,
 )
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
+from app.pause import PauseFlag
 from app.queue import SEND_FUNCTION, job_is_live, publish, relay_outbox
 from app.status import Status
 
@@ -142,6 +143,11 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
     correlation_id.set(correlation)
     settings: Settings = ctx["settings"]
+    if await ctx["pause"]() is not None:
+        # Paused by the team (app.pause): the row stays pendente; the sweep enqueues it again
+        # once sending resumes.
+        log.info("sending paused; job left for later", extra={"invite": public_id})
+        return "paused"
     claimed = await transitions.claim_for_sending(
         ctx["db"], public_id, attempt, settings.sending_lease_seconds
     )
@@ -202,6 +208,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["db"] = Database(settings.database_url)
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
     ctx["announcer"] = Announcer(ctx["redis"])
+    ctx["pause"] = PauseFlag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     await beat(ctx["redis"], ctx["worker_id"])
     ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))

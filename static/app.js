@@ -261,9 +261,12 @@
     var incoming = template.content.querySelector("#aviso-envio");
     var existing = byId("aviso-envio");
     if (!incoming || !existing) return;
-    var wasPaused = existing.dataset.pausado === "sim";
+    var was = existing.dataset.pausado === "sim" ? existing.dataset.motivo : "";
     existing.replaceWith(incoming);
-    if (incoming.dataset.pausado === "sim" && !wasPaused) say("status", incoming.textContent.trim());
+    // Spoken when sending becomes paused, or when the reason changes (the team paused it).
+    if (incoming.dataset.pausado === "sim" && incoming.dataset.motivo !== was) {
+      say("status", incoming.textContent.trim());
+    }
   }
 
   document.addEventListener("htmx:sseOpen", function () {

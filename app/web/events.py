@@ -25,7 +25,8 @@ from app import invites as transitions
 from app.config import Settings
 from app.db import Database
 from app.invites import Event, Invite
-from app.live import SETTLE_SECONDS, Hub, PausedCheck, Wakeup
+from app.live import SETTLE_SECONDS, Hub, Wakeup
+from app.pause import SendingNotice
 from app.web.common import (
     db_of,
     error_response,
@@ -70,7 +71,7 @@ def render_row(
     return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
 
 
-def render_notice(templates: Jinja2Templates, paused: bool) -> str:
+def render_notice(templates: Jinja2Templates, paused: str | None) -> str:
     return templates.get_template("_notice.html").render(paused=paused)
 
 
@@ -108,8 +109,8 @@ class Stream:
         # Streams end after STREAM_MAX_SECONDS; the browser resumes with Last-Event-ID.
         self.ends_at = time.monotonic() + lifetime_seconds(self.settings)
         self.slot_refreshed = time.monotonic()
-        self.paused_check: PausedCheck = request.state.paused
-        self.paused: bool | None = None
+        self.paused_check: SendingNotice = request.state.paused
+        self.paused: str | None = ""  # "": nothing sent yet
         # Set by sse-starlette when the server shuts down: the loop ends and the response
         # completes, instead of being cancelled mid-stream.
         self.shutdown = ShutdownBell()

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app import invites as transitions
 from app import ratelimit
 from app.invites import Change, Invite
-from app.live import Announcer, sending_paused
+from app.live import Announcer
 from app.logs import correlation_id
 from app.queue import EnqueueError, Publisher
 from app.status import RESENDABLE
@@ -187,7 +187,7 @@ async def _list_context(request: Request, before: int | None = None) -> dict[str
         "event_ids": await transitions.latest_event_ids(db, [row.id for row in rows]),
         "cursor": cursor,
         "first_page": before is None,
-        "paused": await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
+        "paused": await request.state.paused(),
         "now": transitions.utcnow(),
         "settings": settings,
         "next_before": rows[-1].id if len(rows) == PAGE_SIZE else None,
@@ -260,7 +260,7 @@ async def show(request: Request) -> Response:
     context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
-    paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
+    paused = await request.state.paused()
     context.update(history=history, cursor=cursor, paused=paused)
     return render(request, "invite.html", context)
 

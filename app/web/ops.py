@@ -28,6 +28,7 @@ from app.health import check_health, health_json
 from app.invites import utcnow
 from app.metrics import SseConnections
 from app.ops import failed_by_reason, retry_in_bulk, uncertain_invites
+from app.pause import pause_sending, resume_sending
 from app.status import Status
 from app.web import ops_auth
 from app.web.common import (
@@ -228,6 +229,28 @@ async def stream(request: Request) -> Response:
     return EventSourceResponse(panels(), ping=15, headers={"Cache-Control": "no-store"})
 
 
+@operator_only
+async def pause(request: Request) -> Response:
+    """POST /operacao/pausar: pause sending on purpose (``app.pause``)."""
+    reason = (await request.form()).get("motivo")
+    reason = reason.strip()[:200] if isinstance(reason, str) else ""
+    paused = await pause_sending(db_of(request), "operacao", reason)
+    log.warning("sending paused from /operacao", extra={"reason": reason})
+    if wants_json(request):
+        return JSONResponse({"pausado": True, "desde": paused.since.isoformat()})
+    return RedirectResponse("/operacao", status_code=303)
+
+
+@operator_only
+async def resume(request: Request) -> Response:
+    """POST /operacao/retomar: sending resumes."""
+    await resume_sending(db_of(request))
+    log.warning("sending resumed from /operacao")
+    if wants_json(request):
+        return JSONResponse({"pausado": False})
+    return RedirectResponse("/operacao", status_code=303)
+
+
 def routes() -> list[Route]:
     return [
         Route("/operacao", page, methods=["GET"]),
@@ -235,4 +258,6 @@ def routes() -> list[Route]:
         Route("/operacao/sair", logout, methods=["POST"]),
         Route("/operacao/tentar-de-novo", retry, methods=["POST"]),
         Route("/operacao/eventos", stream, methods=["GET"]),
+        Route("/operacao/pausar", pause, methods=["POST"]),
+        Route("/operacao/retomar", resume, methods=["POST"]),
     ]
