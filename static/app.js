@@ -288,9 +288,17 @@
 
   // A form swapped in: after a 422, focus the first invalid field and say what is wrong;
   // after a 202, the clean form takes focus back to E-mail for the next invite.
-  document.addEventListener("htmx:load", function (evt) {
-    var form = evt.detail.elt;
-    if (!form || form.id !== "form-convite") return;
+  //
+  // This runs on htmx:afterSwap, in the same task as the swap itself, never on htmx:load:
+  // htmx fires load only when it settles the new content (20 ms later, much more on a busy
+  // machine), and by then its own focus restore had already put the caret in the new E-mail,
+  // the person may have tabbed on, and a late focus() yanked them back to E-mail. Each form
+  // element is handled once.
+  var formsPlaced = new WeakSet();
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var form = evt.target;
+    if (!form || form.id !== "form-convite" || formsPlaced.has(form)) return;
+    formsPlaced.add(form);
     if (form.dataset.estado === "erro") {
       var invalid = form.querySelector('[aria-invalid="true"]');
       if (invalid) invalid.focus();
