@@ -48,6 +48,10 @@ test-sqlite: setup  ## the whole suite on SQLite (the default database)
 test-postgresql: setup  ## the whole suite again on a private PostgreSQL
 	TEST_DATABASE=postgresql $(PY) -m pytest
 
+chaos: system-deps setup  ## the long chaos run: thousands of invites, minutes of killed workers and Redis restarts
+	CHAOS_INVITES=$${CHAOS_INVITES:-3000} CHAOS_SECONDS=$${CHAOS_SECONDS:-180} \
+		$(PY) -m pytest tests/test_chaos.py -s --timeout=1800
+
 bench: system-deps setup
 	$(PY) -m bench
 

@@ -68,6 +68,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own (no persistence), to stop and start again."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder, free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def smtp_server() -> Iterator[ScriptedSmtp]:
     server = ScriptedSmtp(free_port())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,20 +16,9 @@ from app.heartbeat import live_workers
 from app.status import Status
 from tests.conftest import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
+from tests.services import AppProcess, RedisServer, ScriptedSmtp
 
 OUTAGE_SECONDS = 10
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A redis-server of this test's own, to stop and start again."""
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    server = RedisServer(folder, free_port())
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
