@@ -67,11 +67,14 @@ class RedisOutage:
             self.down_since = None
             log.warning("redis available again; the worker resumes", extra={"seconds": seconds})
 
-    async def wait_until_back(self, ping: Callable[[], Awaitable[Any]]) -> None:
-        """Ping with a growing delay until Redis answers."""
+    async def wait_until_back(
+        self, ping: Callable[[], Awaitable[Any]], meanwhile: Callable[[], None] = lambda: None
+    ) -> None:
+        """Ping with a growing delay until Redis answers; ``meanwhile()`` before each ping."""
         delay = FIRST_DELAY_SECONDS
         while True:
             await asyncio.sleep(delay)
+            meanwhile()
             try:
                 await ping()
             except OUTAGE_ERRORS as exc:
@@ -140,7 +143,16 @@ class SteadyWorker(Worker):
             await super()._poll_iteration()
         except OUTAGE_ERRORS as exc:
             self.outage.lost(exc)
-            await self.outage.wait_until_back(self.pool.ping)
+            await self.outage.wait_until_back(self.pool.ping, self._forget_finished)
+
+    def _forget_finished(self) -> None:
+        """Drop finished job tasks, as arq's poll would: a SIGTERM during an outage waits for
+        ``self.tasks`` to empty, and only the poll (stuck waiting for Redis) emptied it."""
+        for job_id, task in list(self.tasks.items()):
+            if task.done():
+                del self.tasks[job_id]
+                if not task.cancelled() and task.exception() is not None:
+                    log.warning("job ended with an error", extra={"error": repr(task.exception())})
 
     async def start_jobs(self, job_ids: Sequence[bytes]) -> None:
         # arq counts a job (and takes a semaphore slot) before its first Redis call for it; if
