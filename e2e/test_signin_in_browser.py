@@ -67,7 +67,9 @@ def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent
 ) -> None:
     phone, laptop = new_context(signed_in=False), new_context(signed_in=False)
     for context in (phone, laptop):
-        sign_in_browser(context.new_page(), smtp, "dupla.tela@exemplo.com")
+        signing_in = context.new_page()
+        sign_in_browser(signing_in, smtp, "dupla.tela@exemplo.com")
+        signing_in.close()  # one tab per device: a second tab would share the announcement
     on_phone = open_home(phone.new_page())
     on_laptop = open_home(laptop.new_page())
 
