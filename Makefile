@@ -2,18 +2,29 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Exact versions with hashes, for the tests and for `make run`; regenerate with `make lock`.
+LOCK := requirements.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | cksum | cut -d' ' -f1)
+LOCK_VENV ?= .venv-lock
 
 .DEFAULT_GOAL := test
-.PHONY: run test test-sqlite test-postgresql lint setup system-deps system-deps-tests bench clean
+.PHONY: run test test-sqlite test-postgresql lint setup lock system-deps system-deps-tests bench chaos clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --require-hashes -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 setup: $(STAMP)
+
+# The one command that regenerates the lock (Python 3.11, Linux x86_64, with the dev extras).
+# Pins already in the lock are kept; `make lock UPGRADE=--upgrade` moves them to the newest.
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || \
+		($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools)
+	$(LOCK_VENV)/bin/pip-compile -q $(UPGRADE) --generate-hashes --allow-unsafe --strip-extras \
+		--extra dev --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
 
 system-deps:
 	./scripts/install-system-deps.sh
@@ -37,8 +48,12 @@ test-sqlite: setup  ## the whole suite on SQLite (the default database)
 test-postgresql: setup  ## the whole suite again on a private PostgreSQL
 	TEST_DATABASE=postgresql $(PY) -m pytest
 
+chaos: system-deps setup  ## the long chaos run: thousands of invites, minutes of killed workers and Redis restarts
+	CHAOS_INVITES=$${CHAOS_INVITES:-3000} CHAOS_SECONDS=$${CHAOS_SECONDS:-180} \
+		$(PY) -m pytest tests/test_chaos.py -s --timeout=1800
+
 bench: system-deps setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LOCK_VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -1,5 +1,5 @@
-"""Command line: ``python -m app dev | migrate | mailbox | bounces | status | reconcile |
-retry``."""
+"""Command line: ``python -m app dev | worker | pause | resume | migrate | mailbox | bounces |
+status | reconcile | retry``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     dev = commands.add_parser("dev", help="run everything for one person on this machine")
     dev.add_argument("--port", type=int, default=8000, help="web port (default 8000)")
     dev.add_argument("--host", default="127.0.0.1")
+    commands.add_parser("worker", help="run a worker that rides out Redis outages")
+    pause = commands.add_parser("pause", help="pause sending on purpose (workers claim nothing)")
+    pause.add_argument("--motivo", default="", help="why (shown on /operacao and in status)")
+    commands.add_parser("resume", help="resume sending after a pause")
     commands.add_parser("migrate", help="apply the database migrations")
     mailbox = commands.add_parser("mailbox", help="run the local dev mailbox (an SMTP server)")
     mailbox.add_argument("--dir", type=Path, required=True)
@@ -35,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.dev import run_dev
 
             return run_dev(args.host, args.port)
+        if args.command == "worker":
+            from app.steady_worker import run
+
+            return run()
         if args.command == "migrate":
             from app.migrate import upgrade
 
@@ -50,12 +58,35 @@ def main(argv: list[str] | None = None) -> int:
             from app.bounces.command import run_receiver
 
             return run_receiver(load_settings())
+        if args.command in ("pause", "resume"):
+            return _pause(args)
         if args.command in ("status", "reconcile", "retry"):
             return _oncall(args)
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return 2
     return 1
+
+
+def _pause(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.db import Database
+    from app.pause import pause_sending, resume_sending
+
+    async def run() -> str:
+        db = Database(load_settings().database_url)
+        try:
+            if args.command == "pause":
+                pause = await pause_sending(db, "cli", args.motivo)
+                return f"Envio pausado desde {pause.since:%Y-%m-%d %H:%M:%S} UTC."
+            resumed = await resume_sending(db)
+            return "Envio retomado." if resumed else "O envio não estava pausado."
+        finally:
+            await db.dispose()
+
+    print(asyncio.run(run()))
+    return 0
 
 
 def _oncall(args: argparse.Namespace) -> int:

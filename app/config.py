@@ -6,6 +6,8 @@ message that names the variable (``ConfigError``), never a stack trace deep in a
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import secrets
 from collections.abc import Callable, Mapping
@@ -15,6 +17,7 @@ from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 T = TypeVar("T")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 VAR_DIR = Path(os.environ.get("CONVITES_VAR_DIR", "var"))
 ENVIRONMENTS = ("development", "test", "production")
@@ -106,6 +109,20 @@ class Settings:
     sends_per_hour: int
     return_path: str = "devolucoes@localhost"
     bounce_listen: tuple[str, int] = ("127.0.0.1", 2525)
+    streams_per_address: int = 60
+    streams_per_process: int = 5000
+    stream_max_seconds: float = 3600.0
+    metrics_token: str | None = None
+    status_snapshot_seconds: float = 2.0
+    allowed_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[Network, ...] = (
+        ipaddress.ip_network("127.0.0.1"),
+        ipaddress.ip_network("::1"),
+    )
+
+    @property
+    def is_dev(self) -> bool:
+        return self.app_env == "development"
 
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
@@ -125,6 +142,13 @@ def _positive_float(raw: str) -> float:
     value = float(raw)
     if value <= 0:
         raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _seconds_or_zero(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= 60:
+        raise ValueError("must be between 0 and 60 seconds")
     return value
 
 
@@ -174,6 +198,26 @@ def _host_port(raw: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _metrics_token(raw: str) -> str | None:
+    if not raw:
+        return None
+    if len(raw) < 16:
+        raise ValueError("must be at least 16 random characters (or empty for a public /metrics)")
+    return raw
+
+
+def _networks(raw: str) -> tuple[Network, ...]:
+    # "10.0.0.5, 10.1.0.0/16": addresses or networks of the proxies allowed to speak for a client.
+    return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
+
+
+def _host_names(raw: str) -> tuple[str, ...]:
+    names = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    if any(":" in name or "/" in name for name in names):
+        raise ValueError("must be host names without scheme or port, e.g. convites.example.com")
+    return names
+
+
 def _env_name(raw: str) -> str:
     if raw not in ENVIRONMENTS:
         raise ValueError(f"must be one of {', '.join(ENVIRONMENTS)}")
@@ -217,10 +261,32 @@ def _secret_key(env: Mapping[str, str], app_env: str) -> str:
     # One person on one machine: keep a generated key under var/ so sessions survive restarts.
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        _write_new_key(path)
+    key = path.read_text().strip()
+    if len(key) < _MIN_PRODUCTION_KEY:
+        raise ConfigError(
+            f"{path} holds no usable key (empty or under {_MIN_PRODUCTION_KEY} characters): "
+            "delete it to have a new one generated, or set SECRET_KEY"
+        )
+    return key
+
+
+def _write_new_key(path: Path) -> None:
+    """Create the key file 0600 from its first byte, and atomically: no reader ever sees a
+    half-written key, and two processes starting together agree on one key."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        # A hard link fails if another process won the race: then its key is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -239,6 +305,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 def _read(env: Mapping[str, str]) -> Settings:
     app_env = _parse(env, "APP_ENV", "development", _env_name)
     mailbox = env.get("MAILBOX_DIR", "")
+    if mailbox and app_env != "development":
+        # /caixa shows every message sent: a development tool, never served anywhere else.
+        raise ConfigError(
+            f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
+        )
     return Settings(
         app_env=app_env,
         database_url=_parse(
@@ -288,6 +359,13 @@ def _read(env: Mapping[str, str]) -> Settings:
         # Bounces come back to a VERP address of this one (app.bounces.addresses).
         return_path=_parse(env, "RETURN_PATH", f"devolucoes@{_mail_domain(env)}", _return_path),
         bounce_listen=_parse(env, "BOUNCE_LISTEN", "127.0.0.1:2525", _host_port),
+        streams_per_address=_parse(env, "STREAMS_PER_ADDRESS", "60", _positive_int),
+        streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
+        stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
+        metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
+        status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
+        allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
+        trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),
     )
 
 

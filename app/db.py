@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -81,48 +82,75 @@ class WriterTurns:
     """Fair turns at SQLite's single write lock for every process on one database file.
 
     SQLite's own busy handler polls with growing sleeps, so a process that writes in a tight
-    loop (the web under load) starves another one (the worker) for seconds. Writers queue on
-    an ``flock`` of a file next to the database instead: the kernel wakes the next waiter the
-    moment the lock is released. Within a process, an ``asyncio.Lock`` keeps one waiter.
+    loop (the web under load) starves another one (the worker) for seconds. Writers take turns
+    on two ``flock``s of files next to the database instead: a turnstile, then the lock itself,
+    letting go of the turnstile as soon as they hold the lock. A process that wants the lock
+    again right after releasing it must pass the turnstile, which a waiting process holds, so
+    turns alternate between processes. Within a process, an ``asyncio.Lock`` keeps one waiter.
+
+    Both are taken with ``LOCK_NB`` and polled (``POLL_FIRST_SECONDS`` doubling up to
+    ``POLL_MAX_SECONDS``), at most ``TURN_TIMEOUT_SECONDS`` in all, then ``TimeoutError``.
+    Never a blocking ``flock`` in a thread: such a thread cannot be woken or cancelled, and
+    when the holder never let go (a task dropped at shutdown) the event loop's executor waited
+    for it for ever, which hung the process (and the test run) at exit.
     """
 
     def __init__(self, database: str | None) -> None:
-        self._path = f"{database}.writelock" if database and database != ":memory:" else None
+        usable = database and database != ":memory:"
+        self._path = f"{database}.writelock" if usable else None
+        self._turnstile_path = f"{database}.writeturn" if usable else None
         self._fd: int | None = None
+        self._turnstile: int | None = None
         self._local = asyncio.Lock()
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         async with self._local:
-            if self._path is None:
+            if self._path is None or self._turnstile_path is None:
                 yield
                 return
             if self._fd is None:
                 self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-            fd = self._fd
+            if self._turnstile is None:
+                self._turnstile = os.open(self._turnstile_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd, turnstile = self._fd, self._turnstile
+            deadline = time.monotonic() + TURN_TIMEOUT_SECONDS
+            await _take(turnstile, deadline)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: no thread hop
-            except BlockingIOError:
-                await self._wait_for_lock(fd)
+                await _take(fd, deadline)
+            finally:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
             try:
                 yield
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
-    @staticmethod
-    async def _wait_for_lock(fd: int) -> None:
-        waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
-        try:
-            await asyncio.shield(waiting)
-        except asyncio.CancelledError:
-            # The thread may still get the lock: hand it back when it does.
-            waiting.add_done_callback(lambda _: fcntl.flock(fd, fcntl.LOCK_UN))
-            raise
-
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._fd, self._turnstile):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._turnstile = None
+
+
+TURN_TIMEOUT_SECONDS = 30.0  # as long as SQLite's own busy_timeout
+POLL_FIRST_SECONDS = 0.0002
+POLL_MAX_SECONDS = 0.002
+
+
+async def _take(fd: int, deadline: float) -> None:
+    """``flock(fd, LOCK_EX)`` without blocking the loop or a thread: poll until ``deadline``."""
+    delay = POLL_FIRST_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"no turn at the database write lock in {TURN_TIMEOUT_SECONDS:g} s"
+                ) from None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, POLL_MAX_SECONDS)
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:

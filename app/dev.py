@@ -1,8 +1,10 @@
 """``python -m app dev``: the whole app for one person on one machine.
 
 Starts a private ``redis-server`` (data under ``var/redis``), applies the migrations, and runs
-the dev mailbox, the bounce receiver, the web server and one arq worker as child processes.
-Ctrl-C (or SIGTERM) stops every child, in order, and waits for each: no orphans, no stale pid files.
+the dev mailbox, the bounce receiver, the web server and one worker (``python -m app worker``)
+as child processes, supervised by ``app.supervisor``: a crashed child is restarted; a worker
+someone stopped (SIGTERM, SIGINT) stays stopped until ``kill -USR1 <dev's pid>``. Ctrl-C (or
+SIGTERM) stops every child, in order, and waits for each: no orphans, no stale pid files.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from pathlib import Path
 
 from app.config import VAR_DIR, load_settings
 from app.migrate import upgrade
-
-STOP_TIMEOUT = 30.0
+from app.supervisor import Supervisor
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -43,39 +44,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
     raise RuntimeError(f"nothing listened on port {port} after {timeout}s")
 
 
-class Children:
-    """Child processes that are stopped together, newest first."""
-
-    def __init__(self) -> None:
-        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        # A child of our own process group gets the terminal's Ctrl-C too; we still stop each
-        # one explicitly so none outlives us when we are stopped by SIGTERM.
-        process = subprocess.Popen(args, env=env)  # noqa: S603 (our own fixed argv)
-        self.processes.append((name, process))
-        return process
-
-    def first_exited(self) -> tuple[str, int] | None:
-        for name, process in self.processes:
-            code = process.poll()
-            if code is not None:
-                return name, code
-        return None
-
-    def stop_all(self) -> None:
-        for name, process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                print(f"{name} did not stop in {STOP_TIMEOUT:.0f}s; killing it", file=sys.stderr)
-                process.kill()
-                process.wait()
-
-
-def _redis(children: Children, var: Path) -> str:
+def _redis(children: Supervisor, var: Path) -> str:
     redis_server = shutil.which("redis-server")
     if redis_server is None:
         raise SystemExit(
@@ -114,15 +83,21 @@ def run_dev(host: str, port: int) -> int:
     """Run every part until Ctrl-C; return the exit code."""
     var = VAR_DIR.resolve()
     var.mkdir(parents=True, exist_ok=True)
-    children = Children()
+    children = Supervisor(how_to_start=f"kill -USR1 {os.getpid()}  (dev starts the worker again)")
     stopping = False
+    worker_wanted = False
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
         stopping = True
 
+    def on_start_worker(signum: int, _frame: object) -> None:
+        nonlocal worker_wanted
+        worker_wanted = True
+
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR1, on_start_worker)
     try:
         env = dict(os.environ)
         env.setdefault("APP_ENV", "development")
@@ -160,22 +135,23 @@ def run_dev(host: str, port: int) -> int:
             ],
             env,
         )
-        children.start("worker", [python, "-m", "arq", "app.worker.WorkerSettings"], env)
+        worker = children.start("worker", [python, "-m", "app", "worker"], env, stoppable=True)
         wait_for_port(port, web)
         print(
             f"\nConvites is running: http://{host}:{port}/\n"
             f"Sent mail (dev mailbox): http://{host}:{port}/caixa\n"
+            f"The worker is pid {worker.pid}: stop it with kill {worker.pid}, start it again "
+            f"with kill -USR1 {os.getpid()}.\n"
             "Press Ctrl-C to stop everything.\n",
             flush=True,
         )
         while not stopping:
-            exited = children.first_exited()
-            if exited:
-                print(
-                    f"{exited[0]} exited with code {exited[1]}; stopping the rest", file=sys.stderr
-                )
-                return 1
+            if worker_wanted:
+                worker_wanted = False
+                children.request_start("worker")
             time.sleep(0.2)
+            if not stopping:  # Ctrl-C reaches the children too: that is not a crash
+                children.check()
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -24,6 +24,7 @@ from app.config import Settings
 from app.db import Database
 from app.heartbeat import live_workers
 from app.models import invite_events, invites
+from app.pause import Pause, read_pause
 from app.ratelimit import sends_this_hour
 from app.records import INVITE
 from app.status import Status
@@ -58,6 +59,7 @@ class DatabaseFacts:
     counts: dict[str, int] = field(default_factory=dict)
     oldest_pending_seconds: float | None = None
     failures: list[FailureGroup] = field(default_factory=list)
+    pause: Pause | None = None  # sending paused on purpose (app.pause)
 
 
 @dataclass
@@ -124,6 +126,7 @@ async def _database_facts(db: Database) -> DatabaseFacts:
             .order_by(func.count().desc())
         )
         facts.failures = [FailureGroup(error or "", kind, count) for error, kind, count in failures]
+        facts.pause = await read_pause(conn)
     if oldest_due is not None:
         facts.oldest_pending_seconds = max(0.0, (now - oldest_due).total_seconds())
     return facts
@@ -187,7 +190,9 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
             )
         )
     oldest = health.database.oldest_pending_seconds if health.database else None
-    if oldest is not None and oldest > settings.alarm_pending_seconds:
+    paused = health.database is not None and health.database.pause is not None
+    # A pause the team chose is not a failure: invites are expected to wait through it.
+    if oldest is not None and oldest > settings.alarm_pending_seconds and not paused:
         problems.append(
             Problem(
                 "pending_too_old",
@@ -226,8 +231,29 @@ def _failures_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
     ]
 
 
-def health_json(health: Health) -> dict[str, Any]:
-    """The ``/saude`` body (pt-BR keys, like the rest of the JSON API)."""
+def _failure_classes_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
+    counts: dict[str | None, int] = {}
+    for group in failures:
+        counts[group.failure_class] = counts.get(group.failure_class, 0) + group.count
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    return [{"classe": kind, "quantidade": count} for kind, count in ordered]
+
+
+def _pause_json(pause: Pause | None, public: bool) -> dict[str, Any]:
+    if pause is None:
+        return {"pausado": False}
+    body = {"pausado": True, "desde": pause.since.isoformat(), "por": pause.by}
+    if not public:
+        body["motivo"] = pause.reason
+    return body
+
+
+def health_json(health: Health, public: bool = False) -> dict[str, Any]:
+    """The ``/saude`` body (pt-BR keys, like the rest of the JSON API).
+
+    ``public``: failures by class only. A mail server's reply text can quote anything (names,
+    internal host names, policy details); only the operator sees it (``/operacao``, the CLI).
+    """
     database, redis = health.database, health.redis
     freshest = health.freshest_heartbeat_seconds
     oldest = database.oldest_pending_seconds if database else None
@@ -244,7 +270,14 @@ def health_json(health: Health) -> dict[str, Any]:
             "profundidade": redis.queue_depth if redis else None,
             "pendente_mais_antigo_segundos": round(oldest, 3) if oldest is not None else None,
         },
+        "envio": _pause_json(database.pause, public) if database else {"pausado": None},
         "por_status": database.counts if database else None,
         "devolucoes": {"receptores_ativos": redis.bounce_receivers[0] if redis else None},
-        "falhas_ultima_hora": _failures_json(database.failures) if database else None,
+        "falhas_ultima_hora": (
+            None
+            if database is None
+            else _failure_classes_json(database.failures)
+            if public
+            else _failures_json(database.failures)
+        ),
     }

@@ -29,12 +29,15 @@ from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.oncall import page as ops
+from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
+from app.snapshots import Snapshots
 from app.web import corrections, events, health, invites, mailbox, signin
 from app.web.common import error_response, signed_in_account
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
+from app.web.middleware.hosts import HostCheckMiddleware, allowed_hosts
 from app.web.middleware.proxy_headers import TrustedProxyHeadersMiddleware
 from app.web.middleware.security_headers import SecurityHeadersMiddleware, add_security_headers
 from app.web.middleware.sessions import SchemeAwareSessionMiddleware
@@ -42,6 +45,7 @@ from app.web.present import (
     CONNECTION_LOST,
     PAUSED_NOTICE,
     RECONNECTING,
+    TEAM_PAUSED_NOTICE,
     announcement,
     describe,
     describe_signin,
@@ -72,6 +76,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         csrf_field=csrf_field,
         static_url=static.url_for,
         PAUSED_NOTICE=PAUSED_NOTICE,
+        TEAM_PAUSED_NOTICE=TEAM_PAUSED_NOTICE,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
         bounce_line=history_line,
@@ -118,7 +123,11 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "templates": build_templates(static),
                 "sse": sse,
                 "hub": hub,
-                "paused": PausedCheck(redis, settings.worker_heartbeat_seconds),
+                # The notice on every page: paused by the team, or no worker alive.
+                "paused": SendingNotice(
+                    PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
+                ),
+                "snapshots": Snapshots(settings.status_snapshot_seconds),
             }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server
@@ -182,13 +191,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),
     ]
-    if settings.mailbox_dir is not None:
+    if settings.mailbox_dir is not None and settings.is_dev:
         routes += mailbox.routes(settings.mailbox_dir)
     if settings.ops_token is not None:
         routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
-    middleware = [Middleware(TrustedProxyHeadersMiddleware)] if settings.trust_proxy_headers else []
+    middleware = (
+        [Middleware(TrustedProxyHeadersMiddleware, trusted=settings.trusted_proxies)]
+        if settings.trust_proxy_headers
+        else []
+    )
     middleware += [
+        Middleware(HostCheckMiddleware, allowed=allowed_hosts(settings)),
         Middleware(CorrelationIdMiddleware),
         Middleware(SecurityHeadersMiddleware),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
@@ -199,7 +213,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             max_age=400 * 24 * 3600,
             always_secure=settings.https_only_cookies,
         ),
-        Middleware(CsrfMiddleware, secret_key=settings.secret_key),
+        Middleware(CsrfMiddleware, secret_key=settings.secret_key, ops_token=settings.ops_token),
     ]
     return Starlette(
         routes=routes,

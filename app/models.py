@@ -1,5 +1,5 @@
-"""Tables: invites, their append-only event history, the outbox of jobs to enqueue, and the
-bounces received.
+"""Tables: invites, their append-only event history, the outbox of jobs to enqueue, the
+bounces received, accounts and their sessions and sign-in links, and the team's controls.
 
 SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
 ``app.transitions`` are conditional UPDATEs whose row counts mean something.
@@ -191,4 +191,14 @@ bounces = Table(
     Column("raw", LargeBinary, nullable=False),
     Index("ix_bounces_invite_id", "invite_id", "id"),
     Index("ix_bounces_kind_outcome", "kind", "outcome"),
+)
+
+# Switches the team sets on purpose (``app.pause``): one row per switch, in the database so it
+# survives any restart of Redis.
+controls = Table(
+    "controls",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ class InvalidInvite(ValueError):
 #: bidirectional overrides that make text read differently from what it is.
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: An RFC 2047 encoded word (``=?charset?B?...?=``): a mail client would decode it into text
+#: the person never typed (another address, a line that looks like a header).
+_ENCODED_WORD = re.compile(r"=\?[^?\s]*\?[bq]\?", re.IGNORECASE)
 
 
 def _has_control_chars(value: str) -> bool:
@@ -71,6 +75,8 @@ def check_name(raw: object) -> tuple[str | None, str | None]:
         return None, "O nome não pode ter quebras de linha nem caracteres de controle."
     if len(name) > MAX_NAME_LENGTH:
         return None, f"O nome pode ter no máximo {MAX_NAME_LENGTH} caracteres."
+    if _ENCODED_WORD.search(name):
+        return None, "O nome não pode conter sequências como “=?…?”."
     return name or None, None
 
 

@@ -1,6 +1,7 @@
 """The arq worker: claim, send, record the verdict; and the reconciliation sweep.
 
-Start it with ``arq app.worker.WorkerSettings`` (configured by the environment, like the web).
+Start it with ``python -m app worker`` (``app.steady_worker``: it rides out Redis outages), or
+``arq app.worker.WorkerSettings`` (the plain arq CLI, which exits when Redis goes away).
 Jobs carry ids, not rows: the row in the database is the only truth about an invite.
 """
 
@@ -32,6 +33,7 @@ from app.mailer import (
 )
 from app.messages import build_message
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
+from app.pause import PauseFlag
 from app.queue import SEND_FUNCTION, Publisher
 from app.records import SIGNIN_MAIL, Change, Invite
 from app.status import Status
@@ -135,6 +137,11 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
     correlation_id.set(correlation)
     settings: Settings = ctx["settings"]
+    if await ctx["pause"]() is not None:
+        # Paused by the team (app.pause): the row stays pendente; the sweep enqueues it again
+        # once sending resumes.
+        log.info("sending paused; job left for later", extra={"invite": public_id})
+        return "paused"
     claimed = await transitions.claim_for_sending(
         ctx["db"], public_id, attempt, settings.sending_lease_seconds
     )
@@ -169,11 +176,18 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
 
 async def _heartbeat_forever(ctx: dict[str, Any]) -> None:
     interval = ctx["settings"].worker_heartbeat_seconds
+    failing = False  # log once per outage, not once per beat
     while True:
         try:
             await beat(ctx["redis"], ctx["worker_id"])
         except Exception:
-            log.exception("heartbeat failed")
+            if not failing:
+                log.exception("heartbeat failed; retrying every interval")
+            failing = True
+        else:
+            if failing:
+                log.info("heartbeat resumed", extra={"worker_id": ctx["worker_id"]})
+            failing = False
         await asyncio.sleep(interval)
 
 
@@ -183,6 +197,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
     ctx["announcer"] = Announcer(ctx["redis"])
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
+    ctx["pause"] = PauseFlag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     await beat(ctx["redis"], ctx["worker_id"])
     ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))
@@ -194,7 +209,10 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     if task is not None:
         task.cancel()
     if "worker_id" in ctx:
-        await forget(ctx["redis"], ctx["worker_id"])
+        try:
+            await forget(ctx["redis"], ctx["worker_id"])
+        except Exception as exc:  # Redis down: the beat goes stale by itself
+            log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
     for part in ("publisher", "announcer", "mailer"):
         if part in ctx:
             await ctx[part].close()

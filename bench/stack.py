@@ -77,6 +77,8 @@ class Stack:
                 "STREAMS_PER_SENDER": "100000",
                 "INVITES_PER_RECIPIENT_PER_DAY": "100000000",
                 "SIGNIN_LINKS_PER_CLIENT_PER_HOUR": "100000000",
+                "STREAMS_PER_ADDRESS": "100000",
+                "STREAMS_PER_PROCESS": "100000",
             }
         )
         return env

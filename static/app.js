@@ -264,9 +264,12 @@
     var incoming = template.content.querySelector("#aviso-envio");
     var existing = byId("aviso-envio");
     if (!incoming || !existing) return;
-    var wasPaused = existing.dataset.pausado === "sim";
+    var was = existing.dataset.pausado === "sim" ? existing.dataset.motivo : "";
     existing.replaceWith(incoming);
-    if (incoming.dataset.pausado === "sim" && !wasPaused) say("status", incoming.textContent.trim());
+    // Spoken when sending becomes paused, or when the reason changes (the team paused it).
+    if (incoming.dataset.pausado === "sim" && incoming.dataset.motivo !== was) {
+      say("status", incoming.textContent.trim());
+    }
   }
 
   document.addEventListener("htmx:sseOpen", function () {
@@ -286,8 +289,6 @@
     release();
   });
 
-  // A form swapped in: after a 422, focus the first invalid field and say what is wrong;
-  // after a 202, the clean form takes focus back to E-mail for the next invite.
   // A correction refused (422): the row came back with the message next to its field.
   document.addEventListener("htmx:load", function (evt) {
     var row = evt.detail.elt;
@@ -299,9 +300,20 @@
     if (message) say("alert", message.textContent.trim());
   });
 
-  document.addEventListener("htmx:load", function (evt) {
-    var form = evt.detail.elt;
+  // A form swapped in: after a 422, focus the first invalid field and say what is wrong;
+  // after a 202, the clean form takes focus back to E-mail for the next invite.
+  //
+  // This runs on htmx:afterSwap, in the same task as the swap itself, never on htmx:load:
+  // htmx fires load only when it settles the new content (20 ms later, much more on a busy
+  // machine), and by then its own focus restore had already put the caret in the new E-mail,
+  // the person may have tabbed on, and a late focus() yanked them back to E-mail. Each form
+  // element is handled once.
+  var formsPlaced = new WeakSet();
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var form = evt.target;
     if (!form || (form.id !== "form-convite" && form.id !== "form-entrar")) return;
+    if (formsPlaced.has(form)) return;
+    formsPlaced.add(form);
     if (form.dataset.estado === "erro") {
       var invalid = form.querySelector('[aria-invalid="true"]');
       if (invalid) invalid.focus();

@@ -71,6 +71,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own (no persistence), to stop and start again."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder, free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def smtp_server() -> Iterator[ScriptedSmtp]:
     server = ScriptedSmtp(free_port())
@@ -106,6 +117,10 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
         "SLOW_AFTER_SECONDS": "30",
         "RETURN_PATH": "devolucoes@convites.exemplo",
         "BOUNCE_LISTEN": f"127.0.0.1:{free_port()}",
+        "ALLOWED_HOSTS": "testserver",
+        # Most tests look at /saude and /metrics right after a change: no snapshot there
+        # (tests/test_status_snapshots.py checks the snapshot itself).
+        "STATUS_SNAPSHOT_SECONDS": "0",
     }
     env.update({key: str(value) for key, value in overrides.items()})
     return load_settings(env)
@@ -245,6 +260,11 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "ALARM_CHECK_SECONDS": str(settings.alarm_check_seconds),
             "RETURN_PATH": settings.return_path,
             "BOUNCE_LISTEN": ":".join(str(part) for part in settings.bounce_listen),
+            "ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
+            "STREAMS_PER_ADDRESS": str(settings.streams_per_address),
+            "STREAMS_PER_PROCESS": str(settings.streams_per_process),
+            "STREAM_MAX_SECONDS": str(settings.stream_max_seconds),
+            "STATUS_SNAPSHOT_SECONDS": str(settings.status_snapshot_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )

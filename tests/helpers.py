@@ -29,7 +29,7 @@ JSON = {"Accept": "application/json"}
 
 async def csrf_token(client: httpx.AsyncClient) -> str:
     """The client's CSRF token, as a JSON client gets it (this also starts its session)."""
-    response = await client.get("/convites", headers=JSON)
+    response = await client.get("/entrar", headers=JSON)
     assert response.status_code == 200, response.text
     token: str = response.json()["csrf_token"]
     return token
@@ -37,7 +37,7 @@ async def csrf_token(client: httpx.AsyncClient) -> str:
 
 def sync_api_headers(client: httpx.Client) -> dict[str, str]:
     """``api_headers`` for a blocking client talking to a real web process."""
-    response = client.get("/convites", headers=JSON)
+    response = client.get("/entrar", headers=JSON)
     assert response.status_code == 200, response.text
     return {**JSON, "X-CSRF-Token": response.json()["csrf_token"]}
 

@@ -308,6 +308,12 @@ class AppProcess:
 
     @classmethod
     def worker(cls, env: dict[str, str], log_path: Path) -> AppProcess:
+        """``python -m app worker``: what dev and the deployment run (it rides out outages)."""
+        return cls([sys.executable, "-m", "app", "worker"], env, log_path)
+
+    @classmethod
+    def arq_worker(cls, env: dict[str, str], log_path: Path) -> AppProcess:
+        """The plain arq CLI on the same settings."""
         return cls([sys.executable, "-m", "arq", "app.worker.WorkerSettings"], env, log_path)
 
     @classmethod

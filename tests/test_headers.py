@@ -108,5 +108,5 @@ async def test_hsts_only_when_the_request_came_over_https(
 ) -> None:
     async with client_for(settings) as plain:
         assert "strict-transport-security" not in (await plain.get("/")).headers
-    async with client_for(settings, base_url="https://convites.exemplo") as secure:
+    async with client_for(settings, base_url="https://testserver") as secure:
         assert (await secure.get("/")).headers["strict-transport-security"] == "max-age=31536000"

@@ -89,7 +89,7 @@ async def test_two_web_processes_report_the_same_counters(
 
     async with running_app(settings) as other_app:
         transport = httpx.ASGITransport(app=other_app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as other:
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as other:
             theirs = await scrape(other)
     ours = await scrape(client)
 
@@ -119,7 +119,7 @@ async def test_metrics_still_answer_when_redis_is_down(settings: Settings) -> No
     down = replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0")
     async with running_app(down) as app:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
             samples = await scrape(http)
 
     assert value(samples, "convites_dependency_up", store="redis") == 0

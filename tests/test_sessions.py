@@ -87,7 +87,7 @@ async def test_a_tampered_cookie_is_signed_out_and_sees_nothing(
 async def test_the_cookie_is_secure_and_host_only_when_the_request_came_over_https(
     settings: Settings,
 ) -> None:
-    async with client_for(settings, base_url="https://convites.exemplo") as browser:
+    async with client_for(settings, base_url="https://testserver") as browser:
         cookie = session_cookie(await browser.get("/"))
     assert cookie.startswith("__host-convites_sessao=")
     assert "secure" in cookie and "path=/" in cookie and "domain=" not in cookie

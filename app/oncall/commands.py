@@ -64,6 +64,8 @@ def _summary(health: Health) -> list[str]:
         lines.append(f"Fila: {health.redis.queue_depth} jobs")
     if health.database is not None:
         facts = health.database
+        if facts.pause is not None:
+            lines.append(f"Envio PAUSADO pela equipe desde {facts.pause.since:%Y-%m-%d %H:%M} UTC")
         lines.append(f"Pendente mais antigo: {duration(facts.oldest_pending_seconds)}")
         lines.append(
             "Por status: " + ", ".join(f"{name} {count}" for name, count in facts.counts.items())

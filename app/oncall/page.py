@@ -3,14 +3,14 @@
 Two ways in: ``Authorization: Bearer <OPS_TOKEN>`` (scripts, curl) or the login form, which
 sets a signed cookie of its own (``convites_operacao``: HttpOnly, SameSite=Strict, path
 ``/operacao``, 12 hours) so the browser's EventSource can follow the live panel. The cookie
-holds a fingerprint of the token: changing ``OPS_TOKEN`` signs everyone out. No credentials:
-401; a wrong token: 403.
+holds an HMAC fingerprint of the token and a session id (``app.oncall.auth``): changing
+``OPS_TOKEN`` signs everyone out, and "Sair" is remembered by the server. No credentials: 401;
+a wrong token: 403; too many wrong tokens from one address: 429.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,22 +28,28 @@ from app.clock import utcnow
 from app.config import Settings
 from app.health import check_health, health_json
 from app.metrics import SseConnections
+from app.oncall import auth as ops_auth
 from app.oncall.actions import failed_by_reason, retry_in_bulk, uncertain_invites
+from app.pause import pause_sending, resume_sending
 from app.status import Status
 from app.web.common import (
+    client_address,
     db_of,
     error_response,
     render,
     settings_of,
     templates_of,
+    too_many_requests,
     wants_json,
 )
+from app.web.params import BadParameter, whole_number
 
 log = logging.getLogger(__name__)
 
 COOKIE = "convites_operacao"
 COOKIE_MAX_AGE = 12 * 3600
 REFRESH_SECONDS = 2.0
+TOO_MANY_FAILURES = "Tentativas demais com um token errado. Espere e tente de novo."
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -51,11 +57,7 @@ def _serializer(settings: Settings) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(settings.secret_key, salt="convites-operacao")
 
 
-def _fingerprint(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()[:32]
-
-
-def _verdict(request: Request) -> bool | None:
+async def _verdict(request: Request) -> bool | None:
     """True: let in. False: a wrong token was offered. None: no credentials at all."""
     settings = settings_of(request)
     token = settings.ops_token or ""
@@ -68,8 +70,18 @@ def _verdict(request: Request) -> bool | None:
             value = _serializer(settings).loads(cookie, max_age=COOKIE_MAX_AGE)
         except BadSignature:
             return None
-        return hmac.compare_digest(str(value), _fingerprint(token)) or None
+        if not isinstance(value, dict) or not isinstance(value.get("s"), str):
+            return None
+        expected = ops_auth.fingerprint(settings.secret_key, token)
+        if not hmac.compare_digest(str(value.get("f")), expected):
+            return None
+        return None if await ops_auth.logged_out(request.state.redis, value["s"]) else True
     return None
+
+
+def _too_many_failures(request: Request, wait: int) -> Response:
+    log.warning("operator token attempts throttled", extra={"retry_after": wait})
+    return too_many_requests(request, TOO_MANY_FAILURES, wait)
 
 
 def _refuse(request: Request, verdict: bool | None) -> Response:
@@ -90,7 +102,14 @@ def _refuse(request: Request, verdict: bool | None) -> Response:
 def operator_only(handler: Handler) -> Handler:
     @wraps(handler)
     async def guarded(request: Request) -> Response:
-        verdict = _verdict(request)
+        redis, address = request.state.redis, client_address(request)
+        verdict = await _verdict(request)
+        # Credentials offered while throttled: 429, whether they were right or wrong.
+        wait = 0 if verdict is None else await ops_auth.throttled_for(redis, address)
+        if wait:
+            return _too_many_failures(request, wait)
+        if verdict is False:
+            await ops_auth.record_failure(redis, address)
         if verdict is not True:
             return _refuse(request, verdict)
         return await handler(request)
@@ -132,37 +151,57 @@ async def page(request: Request) -> Response:
             for g in panel["bounced"]
         ]
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
-    retried = request.query_params.get("reenviados", "")
-    panel["retried"] = int(retried) if retried.isdigit() else None
+    try:
+        panel["retried"] = whole_number(request.query_params.get("reenviados"), "reenviados")
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
     return render(request, "operacao.html", panel, headers={"Cache-Control": "no-store"})
 
 
 async def login(request: Request) -> Response:
     """POST /operacao/entrar: the token from the form buys a signed cookie."""
     settings = settings_of(request)
+    redis, address = request.state.redis, client_address(request)
+    wait = await ops_auth.throttled_for(redis, address)
+    if wait:
+        return _too_many_failures(request, wait)
     token = (await request.form()).get("token")
     if not isinstance(token, str) or not hmac.compare_digest(
         token.strip().encode(), (settings.ops_token or "").encode()
     ):
         log.warning("operator login refused")
+        await ops_auth.record_failure(redis, address)
         return render(
             request, "ops_login.html", {"message": "Token de operação incorreto."}, status_code=403
         )
     response = RedirectResponse("/operacao", status_code=303)
     response.set_cookie(
         COOKIE,
-        _serializer(settings).dumps(_fingerprint(settings.ops_token or "")),
+        _serializer(settings).dumps(
+            {
+                "f": ops_auth.fingerprint(settings.secret_key, settings.ops_token or ""),
+                "s": ops_auth.new_session_id(),
+            }
+        ),
         max_age=COOKIE_MAX_AGE,
         path="/operacao",
         httponly=True,
         samesite="strict",
-        secure=settings.https_only_cookies,
+        secure=settings.https_only_cookies or request.url.scheme == "https",
     )
     return response
 
 
 async def logout(request: Request) -> Response:
-    """POST /operacao/sair."""
+    """POST /operacao/sair: the server remembers this session is over, not only the browser."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        try:
+            value = _serializer(settings_of(request)).loads(cookie, max_age=COOKIE_MAX_AGE)
+        except BadSignature:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("s"), str):
+            await ops_auth.remember_logout(request.state.redis, value["s"], COOKIE_MAX_AGE)
     response = RedirectResponse("/operacao", status_code=303)
     response.delete_cookie(COOKIE, path="/operacao")
     return response
@@ -206,6 +245,28 @@ async def stream(request: Request) -> Response:
     return EventSourceResponse(panels(), ping=15, headers={"Cache-Control": "no-store"})
 
 
+@operator_only
+async def pause(request: Request) -> Response:
+    """POST /operacao/pausar: pause sending on purpose (``app.pause``)."""
+    reason = (await request.form()).get("motivo")
+    reason = reason.strip()[:200] if isinstance(reason, str) else ""
+    paused = await pause_sending(db_of(request), "operacao", reason)
+    log.warning("sending paused from /operacao", extra={"reason": reason})
+    if wants_json(request):
+        return JSONResponse({"pausado": True, "desde": paused.since.isoformat()})
+    return RedirectResponse("/operacao", status_code=303)
+
+
+@operator_only
+async def resume(request: Request) -> Response:
+    """POST /operacao/retomar: sending resumes."""
+    await resume_sending(db_of(request))
+    log.warning("sending resumed from /operacao")
+    if wants_json(request):
+        return JSONResponse({"pausado": False})
+    return RedirectResponse("/operacao", status_code=303)
+
+
 def routes() -> list[Route]:
     return [
         Route("/operacao", page, methods=["GET"]),
@@ -213,4 +274,6 @@ def routes() -> list[Route]:
         Route("/operacao/sair", logout, methods=["POST"]),
         Route("/operacao/tentar-de-novo", retry, methods=["POST"]),
         Route("/operacao/eventos", stream, methods=["GET"]),
+        Route("/operacao/pausar", pause, methods=["POST"]),
+        Route("/operacao/retomar", resume, methods=["POST"]),
     ]

@@ -17,7 +17,6 @@ from starlette.responses import JSONResponse, Response
 from app import queries, transitions
 from app.bounces.history import bounces_of
 from app.clock import utcnow
-from app.live.paused import sending_paused
 from app.records import Invite
 from app.status import CORRECTABLE
 from app.validation import InvalidInvite, parse_invite
@@ -47,12 +46,11 @@ async def _invalid(request: Request, invite: Invite, email: object, message: str
         row = f"#convite-{invite.public_id}"
         headers = {"HX-Retarget": row, "HX-Reswap": "outerHTML"}
         return render(request, "_invite_row.html", context, status_code=422, headers=headers)
-    settings = settings_of(request)
     context.update(
         history=history,
         bounces=await bounces_of(db, invite.id),
         cursor=cursor,
-        paused=await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
+        paused=await request.state.paused(),
     )
     return render(request, "invite.html", context, status_code=422)
 

@@ -26,12 +26,13 @@ from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
 from app.live.hub import Hub, Wakeup
-from app.live.paused import PausedCheck
 from app.live.settle import StreamCursor
-from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
+from app.pause import SendingNotice
 from app.records import INVITE, SIGNIN_MAIL, Invite
-from app.web.common import db_of, settings_of, templates_of, too_many_requests, visitor_id
+from app.web.common import db_of, error_response, settings_of, templates_of, visitor_id
 from app.web.identity import identify
+from app.web.params import BadParameter, whole_number
+from app.web.stream_caps import StreamRefused, StreamSlots, lifetime_seconds, take_stream_slots
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +42,17 @@ SHUTDOWN_GRACE_SECONDS = 1.0
 RECONNECT_MILLISECONDS = 1000
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
-TOO_MANY_STREAMS = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
 
 
 def cursor_from(request: Request) -> int | None:
     """Where the browser is: the ``Last-Event-ID`` header its EventSource sends on reconnect, or
-    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header)."""
-    candidates = [request.headers.get("last-event-id", ""), request.query_params.get("depois", "")]
-    values = [int(raw) for raw in candidates if raw.strip().isdigit()]
+    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header).
+    Raises ``BadParameter`` for anything but ASCII digits."""
+    candidates = [
+        whole_number(request.headers.get("last-event-id"), "Last-Event-ID"),
+        whole_number(request.query_params.get("depois"), "depois"),
+    ]
+    values = [value for value in candidates if value is not None]
     return max(values) if values else None
 
 
@@ -61,7 +65,7 @@ def render_row(
     return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
 
 
-def render_notice(templates: Jinja2Templates, paused: bool) -> str:
+def render_notice(templates: Jinja2Templates, paused: str | None) -> str:
     return templates.get_template("_notice.html").render(paused=paused)
 
 
@@ -95,10 +99,12 @@ class Stream:
         self.sender = scope  # a signed-in account's id, or a signed-out browser's (its links)
         self.kind = kind
         self.cursor = StreamCursor(cursor, exact=self.db.is_sqlite)
-        self.slot: StreamSlot | None = None
+        self.slot: StreamSlots | None = None
+        # Streams end after STREAM_MAX_SECONDS; the browser resumes with Last-Event-ID.
+        self.ends_at = time.monotonic() + lifetime_seconds(self.settings)
         self.slot_refreshed = time.monotonic()
-        self.paused_check: PausedCheck = request.state.paused
-        self.paused: bool | None = None
+        self.paused_check: SendingNotice = request.state.paused
+        self.paused: str | None = ""  # "": nothing sent yet
         # Set by sse-starlette when the server shuts down: the loop ends and the response
         # completes, instead of being cancelled mid-stream.
         self.shutdown = ShutdownBell()
@@ -140,7 +146,7 @@ class Stream:
 
     @property
     def ending(self) -> bool:
-        return self.hub.closed or self.shutdown.is_set()
+        return self.hub.closed or self.shutdown.is_set() or time.monotonic() >= self.ends_at
 
     async def rest(self, wakeup: Wakeup) -> bool:
         """Until a wake-up (True: read the database) or the period for the paused notice.
@@ -151,7 +157,8 @@ class Stream:
         self.shutdown.wakeup = wakeup
         if self.ending:
             return True
-        return await wakeup.wait(self.settings.worker_heartbeat_seconds)
+        remaining = max(0.0, self.ends_at - time.monotonic())
+        return await wakeup.wait(min(self.settings.worker_heartbeat_seconds, remaining))
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
@@ -184,14 +191,17 @@ async def stream(request: Request) -> Response:
     mails, scoped to its id exactly as invites are scoped to an account.
     """
     account = await identify(request)
-    if account is None:
-        live = Stream(request, cursor_from(request), visitor_id(request), SIGNIN_MAIL)
-    else:
-        live = Stream(request, cursor_from(request), account.public_id, INVITE)
+    scope, kind = (
+        (visitor_id(request), SIGNIN_MAIL) if account is None else (account.public_id, INVITE)
+    )
     try:
-        slot = await open_stream_slot(live.redis, live.sender, live.settings.streams_per_sender)
-    except TooManyStreams as exc:
-        return too_many_requests(request, TOO_MANY_STREAMS, exc.retry_after)
+        live = Stream(request, cursor_from(request), scope, kind)
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
+    try:
+        slot = await take_stream_slots(request, live.redis, live.sender)
+    except StreamRefused as exc:
+        return exc.response
     live.slot = slot
 
     async def generate() -> AsyncIterator[ServerSentEvent]:

@@ -13,7 +13,6 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app import queries, ratelimit, transitions
 from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
-from app.live.paused import sending_paused
 from app.logs import correlation_id
 from app.records import Account, Change, Invite
 from app.status import RESENDABLE
@@ -174,7 +173,7 @@ async def _list_context(request: Request, before: int | None = None) -> dict[str
         "event_ids": page.event_ids,
         "cursor": page.cursor,
         "first_page": before is None,
-        "paused": await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
+        "paused": await request.state.paused(),
         "now": utcnow(),
         "settings": settings,
         "next_before": page.next_before,
@@ -251,7 +250,7 @@ async def show(request: Request) -> Response:
     context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
-    paused = await sending_paused(request.state.redis, settings.worker_heartbeat_seconds)
+    paused = await request.state.paused()
     context.update(history=history, cursor=cursor, paused=paused)
     context["bounces"] = await bounces_of(db, invite.id)
     return render(request, "invite.html", context)

@@ -127,6 +127,10 @@ def describe_signin(invite: Invite) -> StatusText:
 PAUSED_NOTICE = (
     "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
 )
+TEAM_PAUSED_NOTICE = (
+    "O envio foi pausado pela equipe. Seu convite está guardado e será enviado quando o envio "
+    "for retomado."
+)
 RECONNECTING = "Reconectando…"
 CONNECTION_LOST = "Não conseguimos falar com o servidor. Confira sua conexão e tente de novo."
 

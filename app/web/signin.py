@@ -17,7 +17,6 @@ from starlette.routing import Route
 
 from app import accounts, queries, ratelimit, signin, transitions
 from app.clock import utcnow
-from app.live.paused import sending_paused
 from app.logs import correlation_id
 from app.records import SIGNIN_MAIL, Change
 from app.validation import check_email, check_name
@@ -67,7 +66,7 @@ async def _page_context(request: Request) -> dict[str, Any]:
         "invites": page.invites,
         "event_ids": page.event_ids,
         "cursor": page.cursor,
-        "paused": await sending_paused(request.state.redis, settings.worker_heartbeat_seconds),
+        "paused": await request.state.paused(),
         "now": utcnow(),
         "settings": settings,
         "errors": {},

@@ -11,7 +11,8 @@ from starlette.types import Receive, Scope, Send
 from app.logs import correlation_id
 from app.web.middleware.response_headers import HttpMiddleware, sending_with_headers
 
-_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+# \Z, not $: "$" also matches before a trailing newline, which would reach a mail header.
+_SAFE_REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 
 
 class CorrelationIdMiddleware(HttpMiddleware):

@@ -4,10 +4,12 @@ The token is an HMAC of the browser's id (``visitante`` in the signed session co
 ``SECRET_KEY``, so it needs no storage and lives as long as the cookie; signing in gives the
 browser a new id, so a token seen before sign-in is worthless after it. Pages put it in a hidden
 ``csrf_token`` form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token``
-(set with ``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /convites``
-and send the same header. A POST/PUT/PATCH/DELETE without a valid token gets 403 before any
-endpoint runs. Requests authenticated by an ``Authorization: Bearer`` header are not checked:
-browsers never send one on their own, so they cannot be forged from another site."""
+(set with ``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /entrar``
+or ``GET /convites`` and send the same header. A POST/PUT/PATCH/DELETE without a valid token
+gets 403 before any endpoint runs. Requests under ``/operacao`` carrying ``Authorization: Bearer
+<OPS_TOKEN>`` are not checked: browsers never send one on their own, so they cannot be forged
+from another site.
+"""
 
 from __future__ import annotations
 
@@ -112,19 +114,20 @@ class CsrfMiddleware:
     read here (the body-size limit outside bounds it) and replayed to the endpoint.
     """
 
-    def __init__(self, app: ASGIApp, secret_key: str) -> None:
+    def __init__(self, app: ASGIApp, secret_key: str, ops_token: str | None = None) -> None:
         self.app = app
         self.secret_key = secret_key
+        self.ops_token = ops_token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if headers.get("authorization", "")[:7].lower() == "bearer ":
+        if self._operator_bearer(scope["path"], headers.get("authorization", "")):
             # A bearer token is never attached by a browser on its own (unlike cookies or
-            # Basic credentials), so such a request cannot be forged cross-site; the endpoint
-            # checks the token itself (e.g. /operacao with OPS_TOKEN).
+            # Basic credentials), so such a request cannot be forged cross-site. Only the real
+            # OPS_TOKEN, and only under /operacao: any other "Bearer x" is checked like a cookie.
             await self.app(scope, receive, send)
             return
         given = headers.get(HEADER)
@@ -143,6 +146,13 @@ class CsrfMiddleware:
             await error_response(Request(scope), 403, REFUSED)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _operator_bearer(self, path: str, header: str) -> bool:
+        if self.ops_token is None or header[:7].lower() != "bearer ":
+            return False
+        if path != "/operacao" and not path.startswith("/operacao/"):
+            return False
+        return hmac.compare_digest(header[7:].strip().encode(), self.ops_token.encode())
 
     def _valid(self, scope: Scope, given: str | None) -> bool:
         sender = scope.get("session", {}).get(VISITOR_KEY)

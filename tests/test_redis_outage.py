@@ -1,0 +1,127 @@
+"""A running worker process rides out a 10 s Redis outage: it stays up, logs the outage once,
+and sends what was accepted meanwhile once Redis is back (restarted without persistence)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.db import Database
+from app.heartbeat import live_workers
+from app.status import Status
+from tests.fixtures import process_env, short_lease_settings
+from tests.helpers import client_for, post_invite, wait_for_status
+from tests.services import AppProcess, RedisServer, ScriptedSmtp
+
+OUTAGE_SECONDS = 10
+
+
+@pytest.fixture
+def outage_settings(tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp) -> Settings:
+    return short_lease_settings(tmp_path, own_redis.url, smtp.port)
+
+
+async def wait_until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()  # type: ignore[operator]
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_worker_rides_out_a_redis_outage_and_sends_what_came_meanwhile(
+    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
+) -> None:
+    settings = outage_settings
+    db = Database(settings.database_url)
+    worker = AppProcess.worker(process_env(settings), tmp_path / "worker.log")
+    try:
+        with worker:
+            worker.wait_for_log('"worker started"', timeout=60)
+            async with client_for(settings, smtp=smtp) as browser:
+                before = await post_invite(browser, "antes@exemplo.com")
+                await wait_for_status(db, before["id"], Status.ENVIADO, timeout=30)
+
+                own_redis.stop()
+                during = [await post_invite(browser, f"durante{i}@exemplo.com") for i in range(3)]
+                outage_ends = time.monotonic() + OUTAGE_SECONDS
+                while time.monotonic() < outage_ends:
+                    assert worker.process is not None and worker.process.poll() is None, (
+                        worker.describe()
+                    )
+                    await asyncio.sleep(0.2)
+                own_redis.start()  # empty: nothing persisted
+
+                for invite in during:
+                    await wait_for_status(db, invite["id"], Status.ENVIADO, timeout=60)
+            redis = Redis.from_url(own_redis.url)
+            try:
+                await wait_until(
+                    lambda: live_workers(redis, settings.worker_heartbeat_seconds),
+                    30,
+                    "the worker's heartbeat after the outage",
+                )
+            finally:
+                await redis.aclose()
+            assert worker.stop() == 0, worker.describe()
+        log = worker.log()
+        assert log.count("redis unavailable") == 1, worker.describe()
+        assert log.count("redis available again") == 1, worker.describe()
+        assert log.count("heartbeat failed") <= 1, worker.describe()
+        assert sorted(m.rcpt_tos[0] for m in smtp.received) == sorted(
+            ["antes@exemplo.com"] + [f"durante{i}@exemplo.com" for i in range(3)]
+        )
+    finally:
+        await db.dispose()
+
+
+async def test_a_worker_started_while_redis_is_down_waits_for_it(
+    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
+) -> None:
+    settings = outage_settings
+    own_redis.stop()
+    worker = AppProcess.worker(process_env(settings), tmp_path / "worker.log")
+    with worker:
+        worker.wait_for_log("redis unavailable", timeout=60)
+        time.sleep(3)
+        assert worker.process is not None and worker.process.poll() is None, worker.describe()
+        own_redis.start()
+        worker.wait_for_log('"worker started"', timeout=60)
+        assert worker.stop() == 0, worker.describe()
+    assert worker.log().count("redis unavailable") == 1, worker.describe()
+
+
+async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
+    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
+) -> None:
+    settings = outage_settings
+    db = Database(settings.database_url)
+    # A long grace: the stop must not wait for it when nothing is being sent.
+    env = process_env(settings, WORKER_GRACE_SECONDS="60")
+    worker = AppProcess.worker(env, tmp_path / "worker.log")
+    try:
+        with worker:
+            worker.wait_for_log('"worker started"', timeout=60)
+            async with client_for(settings, smtp=smtp) as browser:
+                smtp.stall(at="rcpt")  # a send in flight when Redis goes away
+                created = await post_invite(browser, "durante@exemplo.com")
+                await wait_for_status(db, created["id"], Status.ENVIANDO, timeout=30)
+                own_redis.stop()
+                worker.wait_for_log("redis unavailable", timeout=30)
+                smtp.stall(False)  # the send ends; arq cannot record the job's end in Redis
+                await wait_for_status(db, created["id"], Status.ENVIADO, timeout=30)
+            await asyncio.sleep(1)
+            started = time.monotonic()
+            assert worker.stop(timeout=40) == 0, worker.describe()
+            assert time.monotonic() - started < 20, worker.describe()
+    finally:
+        await db.dispose()

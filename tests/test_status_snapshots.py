@@ -1,0 +1,59 @@
+"""/saude and /metrics come from a snapshot a few seconds old; METRICS_TOKEN guards /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.heartbeat import beat
+from tests.helpers import JSON, client_for, post_invite
+from tests.services import ScriptedSmtp
+
+TOKEN = "token-de-metricas-bem-comprido"
+
+
+async def test_saude_and_metrics_are_served_from_a_snapshot_not_one_scan_per_request(
+    settings: Settings, redis: Redis, smtp: ScriptedSmtp
+) -> None:
+    await beat(redis, "worker-a")
+    async with client_for(replace(settings, status_snapshot_seconds=30), smtp=smtp) as browser:
+        first = (await browser.get("/saude", headers=JSON)).json()
+        first_metrics = (await browser.get("/metrics")).text
+        await post_invite(browser, "ana@exemplo.com")
+        # Many scrapes at once share the one snapshot: none of them counts the new row.
+        answers = await asyncio.gather(*(browser.get("/saude", headers=JSON) for _ in range(20)))
+        later_metrics = (await browser.get("/metrics")).text
+
+    assert first["por_status"]["pendente"] == 0
+    assert {a.json()["por_status"]["pendente"] for a in answers} == {0}
+    assert later_metrics == first_metrics
+
+
+async def test_a_snapshot_is_renewed_once_it_is_older_than_its_age(
+    settings: Settings, redis: Redis, smtp: ScriptedSmtp
+) -> None:
+    await beat(redis, "worker-a")
+    async with client_for(replace(settings, status_snapshot_seconds=0.5), smtp=smtp) as browser:
+        await browser.get("/saude", headers=JSON)
+        await post_invite(browser, "ana@exemplo.com")
+        await asyncio.sleep(1.0)
+        renewed = (await browser.get("/saude", headers=JSON)).json()
+
+    assert renewed["por_status"]["pendente"] == 1
+
+
+async def test_with_metrics_token_metrics_need_the_bearer_token(settings: Settings) -> None:
+    async with client_for(replace(settings, metrics_token=TOKEN)) as scraper:
+        anonymous = await scraper.get("/metrics")
+        wrong = await scraper.get("/metrics", headers={"Authorization": "Bearer errado"})
+        right = await scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        health = await scraper.get("/saude")
+
+    assert anonymous.status_code == wrong.status_code == 401
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert "token de métricas" in anonymous.text
+    assert right.status_code == 200 and "convites_invites_created_total" in right.text
+    assert health.status_code in (200, 503)  # /saude stays public
