@@ -15,6 +15,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -117,3 +118,29 @@ def sign_in_browser(page: Any, smtp: ScriptedSmtp, email: str, name: str = DEFAU
         page.get_by_label("Seu nome").fill(name)
         page.get_by_role("button", name="Salvar").click()
         page.wait_for_url(re.compile(r"/$"))
+
+
+def sign_in_through_the_dev_mailbox(
+    http: httpx.Client, mailbox: Path, email: str = "dev@exemplo.com"
+) -> None:
+    """``python -m app dev``, as a newcomer signs in: ask for the link, open it from ``/caixa``,
+    press Entrar, give a name. The mailbox folder is emptied afterwards, so a test's own look at
+    ``/caixa`` sees only its invites."""
+    token = http.get("/entrar", headers=JSON).json()["csrf_token"]
+    asked = http.post("/entrar", json={"email": email}, headers={**JSON, "X-CSRF-Token": token})
+    assert asked.status_code == 202, asked.text
+    deadline = time.monotonic() + 20
+    while not list(mailbox.glob("*.eml")):
+        assert time.monotonic() < deadline, "the sign-in link never reached the dev mailbox"
+        time.sleep(0.1)
+    inbox = http.get("/caixa").text
+    message = http.get(re.findall(r'href="(/caixa/[^"]+)"', inbox)[0]).text
+    link = re.findall(r'href="(https?://[^"]*/entrar/[^"]+)"', message)[0]
+    page = http.get(link)
+    entered = http.post(link, data={"csrf_token": _page_token(page.text)})
+    assert entered.status_code == 303 and entered.headers["location"].startswith("/conta")
+    form = http.get("/conta")
+    named = http.post("/conta", data={"csrf_token": _page_token(form.text), "nome": "Dev"})
+    assert named.status_code == 303, named.text
+    for eml in mailbox.glob("*.eml"):
+        eml.unlink()

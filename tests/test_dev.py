@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from tests.services import free_port, wait_for_port
+from tests.signing_in import sign_in_through_the_dev_mailbox
 
 
 def _children_of(pid: int) -> list[int]:
@@ -52,37 +52,6 @@ def _wait_until_serving(dev: subprocess.Popen[str], port: int, log: Path) -> Non
     raise AssertionError(f"dev did not serve on {port} in 60 s:\n{log.read_text()[-3000:]}")
 
 
-def _sign_in_through_the_dev_mailbox(http: httpx.Client, mailbox: Path) -> None:
-    """As a newcomer does: ask for the link, open it from /caixa, press Entrar, give a name."""
-    token = http.get("/entrar", headers={"Accept": "application/json"}).json()["csrf_token"]
-    asked = http.post(
-        "/entrar",
-        json={"email": "dev@exemplo.com"},
-        headers={"Accept": "application/json", "X-CSRF-Token": token},
-    )
-    assert asked.status_code == 202
-    deadline = time.monotonic() + 20
-    while not list(mailbox.glob("*.eml")):
-        assert time.monotonic() < deadline, "the sign-in link never reached the dev mailbox"
-        time.sleep(0.1)
-    inbox = http.get("/caixa").text
-    message = http.get(re.findall(r'href="(/caixa/[^"]+)"', inbox)[0]).text
-    link = re.findall(r'href="(https?://[^"]*/entrar/[^"]+)"', message)[0]
-    page = http.get(link)
-    field = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert field, page.text
-    entered = http.post(link, data={"csrf_token": field.group(1)})
-    assert entered.status_code == 303 and entered.headers["location"].startswith("/conta")
-    form = http.get("/conta").text
-    field = re.search(r'name="csrf_token" value="([^"]+)"', form)
-    assert field
-    assert (
-        http.post("/conta", data={"csrf_token": field.group(1), "nome": "Dev"}).status_code == 303
-    )
-    for eml in mailbox.glob("*.eml"):
-        eml.unlink()  # the inbox check below is about the invite
-
-
 def _wait_for_status(http: httpx.Client, location: str, status: str) -> None:
     deadline = time.monotonic() + 20
     while http.get(location, headers={"Accept": "application/json"}).json()["status"] != status:
@@ -113,7 +82,7 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
         children = _children_of(dev.pid)
         assert len(children) == 5  # redis-server, mailbox, bounce receiver, web, worker
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            _sign_in_through_the_dev_mailbox(http, tmp_path / "var" / "caixa")
+            sign_in_through_the_dev_mailbox(http, tmp_path / "var" / "caixa")
             token = http.get("/convites", headers={"Accept": "application/json"}).json()
             created = http.post(
                 "/convites",

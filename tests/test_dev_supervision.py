@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import sync_api_headers
 from tests.services import free_port
+from tests.signing_in import sign_in_through_the_dev_mailbox
 from tests.test_dev import _alive, _children_of, _wait_until_serving
 
 
@@ -99,6 +100,7 @@ def test_a_stopped_worker_stays_stopped_until_asked_and_a_crashed_one_comes_back
     worker = dev.child("app worker")
     assert worker is not None
     with httpx.Client(base_url=dev.url, timeout=10) as http:
+        sign_in_through_the_dev_mailbox(http, dev.out.parent / "var" / "caixa")
         os.kill(worker, signal.SIGTERM)
         dev.said("worker was stopped")
         assert f"kill -USR1 {dev.process.pid}" in dev.output()
@@ -133,6 +135,7 @@ def test_redis_and_the_web_are_restarted_when_they_crash_and_ctrl_c_stops_all(de
 
     with httpx.Client(base_url=dev.url, timeout=10) as http:
         dev.wait_for(lambda: _serves(http), 60, "the web serves again")
+        sign_in_through_the_dev_mailbox(http, dev.out.parent / "var" / "caixa")
         sent = post(http, "depois@exemplo.com")
         dev.wait_for(lambda: status_of(http, sent) == "enviado", 60, "an invite goes after it")
 
