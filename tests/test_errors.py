@@ -44,6 +44,7 @@ def log_lines() -> Iterator[_Lines]:
 async def _break_the_database(db: Database) -> None:
     async with db.write() as conn:
         await conn.execute(text("DROP TABLE signin_tokens"))
+        await conn.execute(text("DROP TABLE bounces"))
         await conn.execute(text("DROP TABLE invite_events"))
         await conn.execute(text("DROP TABLE outbox"))
         await conn.execute(text("DROP TABLE invites"))

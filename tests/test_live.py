@@ -412,12 +412,13 @@ async def test_an_event_still_uncommitted_when_the_hub_starts_is_not_lost(
 
 @pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite ids are final at commit")
 async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
-    web: str, settings: Settings, db: Database, redis: Redis
+    web: str, settings: Settings, db: Database, redis: Redis, smtp: ScriptedSmtp
 ) -> None:
     """A stream opens with a snapshot that includes id N+1000; id N+500, of another invite,
     commits only then. The snapshot's cursor is the sender's newest settled id, so the late
     change is not skipped."""
     async with httpx.AsyncClient(base_url=web, timeout=10) as client:
+        await signed_in(client, settings, smtp, SENDER)
         first = await post_invite(client, "um@exemplo.com")
         second = await post_invite(client, "dois@exemplo.com")
         sender = await _sender(db, first["id"])
