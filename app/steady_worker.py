@@ -30,13 +30,17 @@ from arq.connections import RedisSettings, create_pool
 from arq.worker import Worker, get_kwargs
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import WatchError
 
 log = logging.getLogger("app.worker")
 
-#: What "Redis is not there" looks like from redis-py and the socket below it.
+#: What "Redis is not there" looks like from redis-py and the socket below it. redis-py turns a
+#: connection lost while arq WATCHes a job's key into a ``WatchError`` ("A ConnectionError
+#: occurred on while watching…"); arq catches the real conflict one only at ``execute()``.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
+    WatchError,
     ConnectionError,
     OSError,
     asyncio.TimeoutError,
