@@ -13,7 +13,7 @@ from arq.connections import ArqRedis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
@@ -31,6 +31,7 @@ from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
+from app.sessions import SessionLookups
 from app.snapshots import Snapshots
 from app.web import corrections, events, health, invites, mailbox, signin
 from app.web.common import error_response, signed_in_account
@@ -107,6 +108,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
         announcer = Announcer(redis)
+        session_lookups = SessionLookups(db)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
@@ -120,6 +122,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "redis": redis,
                 "publisher": publisher,
                 "announcer": announcer,
+                "session_lookups": session_lookups,
                 "templates": build_templates(static),
                 "sse": sse,
                 "hub": hub,
@@ -136,6 +139,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
+            await _bounded(session_lookups.close(), "session lookups")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
             await _bounded(redis.aclose(), "redis")
@@ -154,6 +158,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(
         request, exc.status_code, messages.get(exc.status_code, "Pedido inválido.")
     )
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # The client hung up while sending its body: nothing was read, nothing written, and no one
+    # is there to read an answer. Not a server error.
+    log.info("client disconnected before its request body arrived")
+    return Response(status_code=400)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -219,7 +230,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         routes=routes,
         middleware=middleware,
         lifespan=_lifespan(settings, static),
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            ClientDisconnect: _client_gone,
+            Exception: _server_error,
+        },
     )
 
 

@@ -15,7 +15,6 @@ from app.db import Database
 from app.models import invite_events, invites
 from app.records import INVITE, Event, Invite, record_from
 from app.status import Status
-from app.validation import same_address
 
 #: Invites on one page of "Meus convites" (and in a live stream's first snapshot).
 PAGE_SIZE = 20
@@ -35,28 +34,6 @@ async def get_invite(
                 )
             )
         ).first()
-    return record_from(Invite, row) if row else None
-
-
-#: An invite to an address in one of these states makes a second one a duplicate (409).
-ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)
-
-
-async def active_invite_to(db: Database, sender_id: str, email: str) -> Invite | None:
-    """The sender's newest invite to ``email`` that is still on its way or arrived, if any."""
-    query = (
-        select(invites)
-        .where(
-            invites.c.sender_id == sender_id,
-            func.lower(invites.c.email) == same_address(email),
-            invites.c.kind == INVITE,
-            invites.c.status.in_([status.value for status in ON_ITS_WAY]),
-        )
-        .order_by(invites.c.id.desc())
-        .limit(1)
-    )
-    async with db.read() as conn:
-        row = (await conn.execute(query)).first()
     return record_from(Invite, row) if row else None
 
 

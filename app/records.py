@@ -93,6 +93,13 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Duplicate:
+    """A new invitation not written: its sender already has ``invite`` on the way there."""
+
+    invite: Invite
+
+
+@dataclass(frozen=True)
 class OutboxEntry:
     """An attempt that needs an arq job."""
 

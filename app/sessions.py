@@ -1,19 +1,22 @@
 """Server-side sessions: the signed cookie carries a random token, the database its hash.
 
 A session is created at sign-in (``start``), found on each request that needs the account
-(``account_of``), and ends on the server at **Sair** (``end``): a copy of the cookie is refused
-afterwards. Sessions live in the database, not Redis: with Redis down a signed-in person still
-sends, and the outbox holds the invite.
+(``SessionLookups.account_of``), and ends on the server at **Sair** (``end``): a copy of the
+cookie is refused afterwards. Sessions live in the database, not Redis: with Redis down a
+signed-in person still sends, and the outbox holds the invite.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.batching import Batcher
 from app.clock import utcnow
 from app.db import Database
 from app.models import accounts, sessions
@@ -42,20 +45,35 @@ async def start(db: Database, account_id: int, lifetime_seconds: float) -> str:
     return token
 
 
-async def account_of(db: Database, token: str) -> Account | None:
-    """The account of a live session (not ended, not expired), or ``None``."""
+async def _accounts_of(conn: AsyncConnection, hashes: Sequence[str]) -> list[Account | None]:
     query = (
-        select(accounts)
+        select(accounts, sessions.c.token_hash)
         .join(sessions, sessions.c.account_id == accounts.c.id)
         .where(
-            sessions.c.token_hash == token_hash(token),
+            sessions.c.token_hash.in_(set(hashes)),
             sessions.c.revoked_at.is_(None),
             sessions.c.expires_at > utcnow(),
         )
     )
-    async with db.read() as conn:
-        row = (await conn.execute(query)).first()
-    return record_from(Account, row) if row else None
+    rows = (await conn.execute(query)).all()
+    found = {row.token_hash: record_from(Account, row) for row in rows}
+    return [found.get(digest) for digest in hashes]
+
+
+class SessionLookups:
+    """Which account each request's session belongs to: the requests that ask at the same
+    moment share one read (``WHERE token_hash IN …``), as writes share a group commit. Every
+    request still reads the database: an ended session is refused at once, in every process."""
+
+    def __init__(self, db: Database) -> None:
+        self._batcher: Batcher[AsyncConnection] = Batcher(db.read, isolate_failures=False)
+
+    async def account_of(self, token: str) -> Account | None:
+        """The account of a live session (not ended, not expired), or ``None``."""
+        return await self._batcher.run(_accounts_of, token_hash(token))
+
+    async def close(self) -> None:
+        await self._batcher.close()
 
 
 async def end(db: Database, token: str) -> None:

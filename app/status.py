@@ -28,3 +28,7 @@ class FailureClass(StrEnum):
     TRANSIENT_EXHAUSTED = "transient_exhausted"  # every automatic attempt got a 4xx/timeout
     PERMANENT = "permanent"  # 5xx, refused recipient, bad address, internal error
     UNCERTAIN = "uncertain"  # the connection broke mid-DATA, or a lease expired (incerto)
+
+
+#: An invite in one of these states makes a second one to the same address a duplicate (409).
+ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,9 +100,11 @@ def wrk_available() -> bool:
 
 
 def _script(request: Request, limit: int | None) -> str:
+    # Each wrk run numbers from 1 again: a fresh tag keeps runs of one request apart.
+    body = request.body.replace(NUMBER, f"{uuid.uuid4().hex[:6]}-{NUMBER}")
     lines = [
         f"wrk.method = {_lua_string(request.method)}",
-        f"wrk.body = {_lua_string(request.body)}",
+        f"wrk.body = {_lua_string(body)}",
     ]
     lines += [
         f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in request.headers.items()

@@ -330,7 +330,7 @@ async def test_inviting_an_address_again_while_the_first_is_on_its_way_is_409(
 ) -> None:
     first = await post_invite(client, "dupla@exemplo.com")
     again = await client.post(
-        "/convites", json={"email": "Dupla@exemplo.com"}, headers=await api_headers(client)
+        "/convites", json={"email": "dupla@EXEMPLO.com"}, headers=await api_headers(client)
     )
     assert again.status_code == 409
     assert again.json()["convite"] == f"/convites/{first['id']}"
@@ -416,3 +416,17 @@ async def test_past_the_hourly_budget_sends_wait_as_pendente_and_saude_says_so(
     assert [mail.rcpt_tos for mail in smtp.received] == [["primeira@exemplo.com"]]
     assert health.status_code == 503
     assert [p["codigo"] for p in health.json()["problemas"]] == ["sends_throttled"]
+
+
+async def test_a_double_click_writes_one_invite_and_answers_409_to_the_other(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    headers = await api_headers(client)
+    answers = await asyncio.gather(
+        *(
+            client.post("/convites", json={"email": "clique@exemplo.com"}, headers=headers)
+            for _ in range(2)
+        )
+    )
+    assert sorted(answer.status_code for answer in answers) == [202, 409]
+    assert await invite_count(db) == 1

@@ -9,27 +9,73 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.db import Database
 from app.models import invites
-from app.records import INVITE, Change, Invite, NewInvite, new_public_id, record_from
-from app.status import FailureClass, Status
+from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
+from app.status import ON_ITS_WAY, FailureClass, Status
 from app.transitions.core import record_changes, transition, transition_all, transition_each
 
 
-async def create_invites(conn: AsyncConnection, requests: Sequence[NewInvite]) -> list[Change]:
-    """Write ``pendente`` invites, their first events and outbox rows: three statements for all.
+async def _on_their_way(
+    conn: AsyncConnection, requests: Sequence[NewInvite]
+) -> dict[tuple[str, str], Invite]:
+    """The invites these senders already have on the way (or arrived) to these addresses."""
+    pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
+    if not pairs:
+        return {}
+    rows = await conn.execute(
+        select(invites).where(
+            tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
+            invites.c.kind == INVITE,
+            invites.c.status.in_([status.value for status in ON_ITS_WAY]),
+        )
+    )
+    found = [record_from(Invite, row) for row in rows.all()]
+    return {(invite.sender_id, invite.email): invite for invite in found}
 
-    Run inside one transaction (``Database.write_many`` for group commit); the caller publishes
-    each ``Change.outbox_id`` after the commit.
+
+async def create_invites(
+    conn: AsyncConnection, requests: Sequence[NewInvite]
+) -> list[Change | Duplicate]:
+    """Write ``pendente`` invites, their first events and outbox rows: four statements for all.
+
+    An invitation to an address its sender already has on the way (``pendente``, ``enviando``,
+    ``enviado``), in the database or earlier in this batch, is not written: it gets a
+    ``Duplicate`` naming the existing one. Checked inside the write transaction, so two double
+    clicks in one batch (or, on SQLite, anywhere) cannot both pass. Run inside one transaction
+    (``Database.write_many`` for group commit); the caller publishes each ``Change.outbox_id``.
     """
     now = utcnow()
+    existing = await _on_their_way(conn, requests)
+    fresh: list[NewInvite] = []
+    in_batch: set[tuple[str, str]] = set()
+    repeats: list[tuple[str, str] | None] = []  # per request: the key it repeats, if any
+    for request in requests:
+        key = (request.sender_id, request.email)
+        if request.kind == INVITE and (key in existing or key in in_batch):
+            repeats.append(key)
+            continue
+        repeats.append(None)
+        fresh.append(request)
+        if request.kind == INVITE:
+            in_batch.add(key)
+    changes = await _insert_new(conn, fresh, now) if fresh else []
+    created = iter(changes)
+    for change in changes:
+        existing.setdefault((change.invite.sender_id, change.invite.email), change.invite)
+    return [next(created) if key is None else Duplicate(existing[key]) for key in repeats]
+
+
+async def _insert_new(
+    conn: AsyncConnection, requests: Sequence[NewInvite], now: datetime
+) -> list[Change]:
     result = await conn.execute(
         insert(invites).returning(*invites.c, sort_by_parameter_order=True),
         [
@@ -69,9 +115,10 @@ async def create_invite(
     kind: str = INVITE,
     sender_name: str | None = None,
     sender_email: str | None = None,
-) -> Change:
+) -> Change | Duplicate:
     """Write a ``pendente`` invite (or sign-in mail, ``kind``), its first event and its outbox
-    row in one transaction.
+    row in one transaction; or, for an address the sender already has an invite on the way to,
+    a ``Duplicate`` naming it (nothing written).
 
     Concurrent calls share one durable transaction (group commit); each returns after it
     committed. The caller publishes the outbox row (``Change.outbox_id``).

@@ -14,7 +14,7 @@ from app import queries, ratelimit, transitions
 from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
 from app.logs import correlation_id
-from app.records import Account, Change, Invite
+from app.records import Account, Change, Duplicate, Invite
 from app.status import RESENDABLE
 from app.validation import InvalidInvite, parse_invite
 from app.web.common import (
@@ -134,9 +134,6 @@ async def create(request: Request) -> Response:
     except InvalidInvite as exc:
         return await _invalid(request, data, exc.errors)
     db, account = db_of(request), request.state.account
-    existing = await queries.active_invite_to(db, account.public_id, invite_request.email)
-    if existing is not None:
-        return _already_invited(request, existing)
     refused = await _over_limit(request, invite_request.email)
     if refused is not None:
         return refused
@@ -149,6 +146,8 @@ async def create(request: Request) -> Response:
         sender_name=account.name,
         sender_email=account.email,
     )
+    if isinstance(change, Duplicate):
+        return _already_invited(request, change.invite)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
     return _accepted(request, change, fresh_form=True)

@@ -119,6 +119,7 @@ async def request_link(request: Request) -> Response:
         correlation_id=correlation_id.get() or "",
         kind=SIGNIN_MAIL,
     )
+    assert isinstance(change, Change)  # only invitations can be duplicates
     log.info("sign-in link requested", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
     return _accepted(request, change)
