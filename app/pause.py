@@ -105,10 +105,15 @@ class PauseFlag:
         if not self._fresh():
             async with self._lock:
                 if not self._fresh():
-                    asked_at = time.monotonic()
-                    self._value = await current_pause(self.db)
-                    self._read_at = asked_at
+                    await self.read_now()
         return self._value
+
+    async def read_now(self) -> Pause | None:
+        """Read the database now, and share the answer with the other callers."""
+        asked_at = time.monotonic()
+        value = await current_pause(self.db)
+        self._value, self._read_at = value, asked_at
+        return value
 
 
 class SendingNotice:
@@ -123,3 +128,11 @@ class SendingNotice:
         if await self.flag() is not None:
             return BY_TEAM
         return NO_WORKER if await self.no_worker() else None
+
+    async def now(self) -> str | None:
+        """The same answer read now, not from the shared second-old one: what a page renders
+        (and a stream says first) must not be older than the moment it is shown. The fresh
+        answer replaces the shared one, so the streams that follow cannot say an older one."""
+        if await self.flag.read_now() is not None:
+            return BY_TEAM
+        return NO_WORKER if await self.no_worker.read_now() else None

@@ -46,8 +46,13 @@ class PausedCheck:
         if not self._fresh():
             async with self._lock:
                 if not self._fresh():
-                    asked_at = time.monotonic()
-                    self._value = await sending_paused(self.redis, self.heartbeat_seconds)
-                    self._read_at = asked_at
+                    await self.read_now()
         assert self._value is not None
         return self._value
+
+    async def read_now(self) -> bool:
+        """Read Redis now (a page being rendered), and share the answer with the streams."""
+        asked_at = time.monotonic()
+        value = await sending_paused(self.redis, self.heartbeat_seconds)
+        self._value, self._read_at = value, asked_at
+        return value

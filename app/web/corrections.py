@@ -50,7 +50,7 @@ async def _invalid(request: Request, invite: Invite, email: object, message: str
         history=history,
         bounces=await bounces_of(db, invite.id),
         cursor=cursor,
-        paused=await request.state.paused(),
+        paused=await request.state.paused.now(),
     )
     return render(request, "invite.html", context, status_code=422)
 

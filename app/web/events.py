@@ -137,8 +137,10 @@ class Stream:
         return [self.row_event(invite, event_id) for event_id, invite in ordered]
 
     async def notice(self) -> ServerSentEvent | None:
-        """The paused notice, when it changed since the last one this stream sent."""
-        paused = await self.paused_check()
+        """The paused notice, when it changed since the last one this stream sent (the first
+        one read now: the page it follows was rendered from a fresh read too)."""
+        first = self.paused == ""
+        paused = await (self.paused_check.now() if first else self.paused_check())
         if paused == self.paused:
             return None
         self.paused = paused

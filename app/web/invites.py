@@ -172,7 +172,7 @@ async def _list_context(request: Request, before: int | None = None) -> dict[str
         "event_ids": page.event_ids,
         "cursor": page.cursor,
         "first_page": before is None,
-        "paused": await request.state.paused(),
+        "paused": await request.state.paused.now(),
         "now": utcnow(),
         "settings": settings,
         "next_before": page.next_before,
@@ -249,7 +249,7 @@ async def show(request: Request) -> Response:
     context = _row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
-    paused = await request.state.paused()
+    paused = await request.state.paused.now()
     context.update(history=history, cursor=cursor, paused=paused)
     context["bounces"] = await bounces_of(db, invite.id)
     return render(request, "invite.html", context)

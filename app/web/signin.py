@@ -66,7 +66,7 @@ async def _page_context(request: Request) -> dict[str, Any]:
         "invites": page.invites,
         "event_ids": page.event_ids,
         "cursor": page.cursor,
-        "paused": await request.state.paused(),
+        "paused": await request.state.paused.now(),
         "now": utcnow(),
         "settings": settings,
         "errors": {},
