@@ -14,7 +14,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,9 @@ from app.db import Database
 from app.main import create_app
 from app.migrate import upgrade
 from app.worker import worker_options
+from tests.helpers import client_for
 from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
-from tests.signing_in import sign_in
+from tests.signing_in import SENDER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,22 +172,14 @@ async def running_app(settings: Settings) -> AsyncIterator[Any]:
         yield with_state
 
 
-@asynccontextmanager
-async def app_client(
+def app_client(
     settings: Settings, smtp: ScriptedSmtp | None = None, email: str | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AbstractAsyncContextManager[httpx.AsyncClient]:
     """A browser of its own (its own cookie jar) talking to a running app; with ``smtp`` and
     ``email``, signed in as that address through the real link mail (``tests.signing_in``)."""
-    async with running_app(settings) as app:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            if smtp is not None and email is not None:
-                await sign_in(http, smtp, email, lambda: drain(settings))
-            yield http
-
-
-#: The account the ``client`` fixture is signed in as.
-SENDER = "marta@exemplo.com"
+    if smtp is None or email is None:
+        return client_for(settings)
+    return client_for(settings, smtp=smtp, email=email)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from app.queries import invite_history
 from app.records import INVITE, Change, Invite, record_from
 from app.status import Status
 from tests.services import ScriptedSmtp
+from tests.signing_in import SENDER
 
 JSON = {"Accept": "application/json"}
 
@@ -125,7 +126,7 @@ async def client_for(
     base_url: str = "http://testserver",
     *,
     smtp: ScriptedSmtp | None = None,
-    email: str = "marta@exemplo.com",
+    email: str = SENDER,
     **transport: Any,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A browser (own cookie jar) on an app built with ``settings``; with ``smtp``, signed in

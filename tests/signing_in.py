@@ -25,6 +25,8 @@ from tests.services import ScriptedSmtp
 JSON = {"Accept": "application/json"}
 LINK = re.compile(r"(/entrar/[A-Za-z0-9_-]{40,})")
 DEFAULT_NAME = "Marta Souza"
+#: The account a test browser signs in as unless it says otherwise (the ``client`` fixture).
+SENDER = "marta@exemplo.com"
 
 
 def link_in(smtp: ScriptedSmtp, email: str) -> str:

@@ -23,7 +23,7 @@ from app.validation import InvalidInvite, parse_invite
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
-from app.web.invites import _accepted, _mine_or_404, _over_limit
+from app.web.invites import accepted, mine_or_404, over_send_limits
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ async def _invalid(request: Request, invite: Invite, email: object, message: str
 @signed_in
 async def correct(request: Request) -> Response:
     """From ``devolvido`` only: a new attempt to the corrected address; otherwise 409."""
-    invite = await _mine_or_404(request)
+    invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
     try:
@@ -69,7 +69,7 @@ async def correct(request: Request) -> Response:
         checked = parse_invite({"email": data.get("email"), "nome": invite.name})
     except InvalidInvite as exc:
         return await _invalid(request, invite, data.get("email"), exc.errors.get("email", ""))
-    refused = await _over_limit(request, checked.email)
+    refused = await over_send_limits(request, checked.email)
     if refused is not None:
         return refused
     change = await transitions.correct_and_resend(
@@ -88,4 +88,4 @@ async def correct(request: Request) -> Response:
         extra={"invite": invite.public_id, "attempt": change.invite.attempt},
     )
     await publish_fast(request, change)
-    return _accepted(request, change)
+    return accepted(request, change)

@@ -44,7 +44,7 @@ from app.web.signin import sign_in_page
 log = logging.getLogger(__name__)
 
 
-def _accepted(request: Request, change: Change, *, fresh_form: bool = False) -> Response:
+def accepted(request: Request, change: Change, *, fresh_form: bool = False) -> Response:
     """202 with a Location for JS and API clients; 303 to the status page for a plain form."""
     invite = change.invite
     location = str(URL(f"/convites/{invite.public_id}"))
@@ -87,7 +87,7 @@ _LIMIT_MESSAGES = {
 }
 
 
-async def _over_limit(request: Request, recipient: str) -> Response | None:
+async def over_send_limits(request: Request, recipient: str) -> Response | None:
     """429 when this send would pass a rate limit (nothing is counted or written then)."""
     limits = ratelimit.send_limits(
         settings_of(request), sender_id(request), client_address(request), recipient
@@ -134,7 +134,7 @@ async def create(request: Request) -> Response:
     except InvalidInvite as exc:
         return await _invalid(request, data, exc.errors)
     db, account = db_of(request), request.state.account
-    refused = await _over_limit(request, invite_request.email)
+    refused = await over_send_limits(request, invite_request.email)
     if refused is not None:
         return refused
     change = await transitions.create_invite(
@@ -150,7 +150,7 @@ async def create(request: Request) -> Response:
         return _already_invited(request, change.invite)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
-    return _accepted(request, change, fresh_form=True)
+    return accepted(request, change, fresh_form=True)
 
 
 async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
@@ -219,7 +219,7 @@ async def list_mine(request: Request) -> Response:
     return render(request, "list.html", await _list_context(request, before))
 
 
-async def _mine_or_404(request: Request) -> Invite | Response:
+async def mine_or_404(request: Request) -> Invite | Response:
     invite = await queries.get_invite(
         db_of(request), sender_id(request), request.path_params["public_id"]
     )
@@ -231,7 +231,7 @@ async def _mine_or_404(request: Request) -> Invite | Response:
 @signed_in
 async def show(request: Request) -> Response:
     """GET /convites/{id}: the truth about one invite, with its history."""
-    invite = await _mine_or_404(request)
+    invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
     db = db_of(request)
@@ -258,10 +258,10 @@ async def show(request: Request) -> Response:
 @signed_in
 async def resend(request: Request) -> Response:
     """POST /convites/{id}/reenviar: from ``falhou`` or ``incerto`` only; one attempt per click."""
-    invite = await _mine_or_404(request)
+    invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
-    refused = await _over_limit(request, invite.email)
+    refused = await over_send_limits(request, invite.email)
     if refused is not None:
         return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
@@ -277,4 +277,4 @@ async def resend(request: Request) -> Response:
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
     )
     await publish_fast(request, change)
-    return _accepted(request, change)
+    return accepted(request, change)
