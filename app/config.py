@@ -115,6 +115,7 @@ class Settings:
     metrics_token: str | None = None
     status_snapshot_seconds: float = 2.0
     allowed_hosts: tuple[str, ...] = ()
+    invite_ttl_seconds: int = 7 * 24 * 3600
     trusted_proxies: tuple[Network, ...] = (
         ipaddress.ip_network("127.0.0.1"),
         ipaddress.ip_network("::1"),
@@ -365,6 +366,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
         status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
         allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
+        invite_ttl_seconds=_parse(env, "INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int),
         trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),
     )
 

@@ -33,7 +33,18 @@ from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
 from app.sessions import SessionLookups
 from app.snapshots import Snapshots
-from app.web import corrections, events, health, invites, mailbox, signin
+from app.status import CANCELLABLE, RESENDABLE
+from app.web import (
+    answers,
+    cancelling,
+    corrections,
+    events,
+    health,
+    invites,
+    mailbox,
+    signin,
+    summary,
+)
 from app.web.common import error_response, signed_in_account
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
@@ -81,6 +92,9 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
         bounce_line=history_line,
+        CANCELLABLE=CANCELLABLE,
+        RESENDABLE=RESENDABLE,
+        FILTERS=summary.FILTERS,
     )
     return templates
 
@@ -194,10 +208,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites", invites.list_mine, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
         Route("/convites/eventos", events.stream, methods=["GET"]),
+        Route("/convites/resumo", summary.show, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         *signin.routes(),
         Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
+        Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
+        *answers.routes(),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),

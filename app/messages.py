@@ -17,7 +17,9 @@ def _greeting(invite: Invite) -> str:
 
 
 def _page(*paragraphs: str, link: tuple[str, str] | None = None) -> str:
-    body = "".join(f"<p>{html.escape(text)}</p>" for text in paragraphs)
+    body = "".join(
+        "<p>{}</p>".format(html.escape(text).replace("\n", "<br>")) for text in paragraphs
+    )
     if link is not None:
         body += f'<p><a href="{html.escape(link[0])}">{html.escape(link[1])}</a></p>'
     return f'<!doctype html><html lang="pt-BR"><body>{body}</body></html>'
@@ -30,18 +32,22 @@ def _who_invites(invite: Invite) -> str:
     return f"{name} ({invite.sender_email}) convidou você para o Convites."
 
 
-def invitation(settings: Settings, invite: Invite) -> OutgoingMail:
-    """The invitation: who invites, and the link; replies go to the sender."""
-    link = settings.public_url + "/"
+def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
+    """The invitation: who invites, their message, and this attempt's answer link
+    (``/c/{token}``); replies go to the sender."""
+    link = f"{settings.public_url}/c/{token}"
     who = _who_invites(invite)
-    text = f"{_greeting(invite)}\n\n{who}\nAceite em: {link}\n"
+    said = (f"Mensagem de {invite.sender_name or invite.sender_email}:", invite.message)
+    message = said if invite.message else ()
+    answer = "Para aceitar ou recusar, abra o link:"
+    text = "\n\n".join([_greeting(invite), who, *message, f"{answer}\n{link}"]) + "\n"
     reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
     return compose(
         settings,
         invite,
         "Você recebeu um convite",
         text,
-        _page(_greeting(invite), who, link=(link, "Aceitar o convite")),
+        _page(_greeting(invite), who, *message, answer, link=(link, "Responder ao convite")),
         reply_to=reply_to,
     )
 
@@ -65,8 +71,8 @@ def signin_link(settings: Settings, invite: Invite, token: str, minutes: int) ->
 
 
 def build_message(settings: Settings, invite: Invite, token: str | None = None) -> OutgoingMail:
-    """The mail this row asks for (a sign-in mail needs the link ``token`` the worker issued)."""
+    """The mail this row asks for, with the link ``token`` the worker issued for this attempt."""
+    assert token is not None, "every mail carries the link the worker issued for it"
     if invite.kind == SIGNIN_MAIL:
-        assert token is not None
         return signin_link(settings, invite, token, max(1, settings.signin_ttl_seconds // 60))
-    return invitation(settings, invite)
+    return invitation(settings, invite, token)

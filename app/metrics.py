@@ -171,9 +171,13 @@ class Snapshot:
     histograms: dict[str, tuple[list[tuple[str, float]], float]] | None = None
     sse_connections: int | None = None
     bounces: dict[tuple[str, str], int] | None = None  # (class, outcome) → bounces kept
+    endings: dict[str, int] | None = None  # aceito/recusado/expirado/cancelado → events
 
 
-COUNTED_EVENTS = [s.value for s in (Status.ENVIANDO, Status.ENVIADO, Status.FALHOU, Status.INCERTO)]
+ENDINGS = (Status.ACEITO, Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)
+COUNTED_EVENTS = [
+    s.value for s in (Status.ENVIANDO, Status.ENVIADO, Status.FALHOU, Status.INCERTO, *ENDINGS)
+]
 
 
 async def database_counters(db: Database, snapshot: Snapshot) -> None:
@@ -207,6 +211,7 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
     snapshot.attempts = per_status[Status.ENVIANDO]
     snapshot.sent = per_status[Status.ENVIADO]
     snapshot.failed = failed
+    snapshot.endings = {status.value: per_status[status] for status in ENDINGS}
 
 
 async def redis_counters(redis: Redis, snapshot: Snapshot, sse_stale_after: float) -> None:
@@ -272,6 +277,14 @@ class SnapshotCollector(Collector):
                 failed.add_metric([kind], count)
             yield failed
             yield _bounces(snap.bounces or {})
+            endings = CounterMetricFamily(
+                "convites_invite_answers",
+                "Invites that were answered (aceito, recusado), expired or cancelled.",
+                labels=["status"],
+            )
+            for status, count in sorted((snap.endings or {}).items()):
+                endings.add_metric([status], count)
+            yield endings
         if snap.sse_connections is not None:
             yield _gauge(
                 "convites_sse_connections",

@@ -1,5 +1,6 @@
 """Tables: invites, their append-only event history, the outbox of jobs to enqueue, the
-bounces received, accounts and their sessions and sign-in links, and the team's controls.
+invitees' links, the bounces received, accounts and their sessions and sign-in links, and the
+team's controls.
 
 SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
 ``app.transitions`` are conditional UPDATEs whose row counts mean something.
@@ -81,6 +82,8 @@ invites = Table(
     # Who the invitation names, as it was when it was written (empty on anonymous-era rows).
     Column("sender_name", String(100)),
     Column("sender_email", String(254)),
+    # The sender's optional Mensagem (plain text, escaped wherever it is shown).
+    Column("message", Text),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
     Index("ix_invites_sender_email", "sender_id", "email"),
@@ -165,6 +168,21 @@ signin_tokens = Table(
     Column("used_at", UTCDateTime),
     UniqueConstraint("token_hash", name="uq_signin_tokens_token_hash"),
     Index("ix_signin_tokens_invite_id", "invite_id"),
+)
+
+#: The invitee's links (``/c/{token}``): issued by the worker as it sends each attempt, hash only.
+#: One live link per invite: issuing one, or re-sending, sets ``replaced_at`` on the others.
+invite_links = Table(
+    "invite_links",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False),
+    Column("invite_id", Id, ForeignKey("invites.id"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("replaced_at", UTCDateTime),
+    UniqueConstraint("token_hash", name="uq_invite_links_token_hash"),
+    Index("ix_invite_links_invite_id", "invite_id", "id"),
 )
 
 # Every delivery status notification received, readable or not, matched or not: nothing a

@@ -37,6 +37,17 @@ async def get_invite(
     return record_from(Invite, row) if row else None
 
 
+async def invite_by_public_id(db: Database, public_id: str) -> Invite | None:
+    """Any sender's invitation by its public id: only for checks that scope it themselves."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(invites).where(invites.c.public_id == public_id, invites.c.kind == INVITE)
+            )
+        ).first()
+    return record_from(Invite, row) if row else None
+
+
 @dataclass(frozen=True)
 class Page:
     """A page of a sender's invites, newest first, and where a live stream resumes from it."""
@@ -54,8 +65,10 @@ async def invite_page(
     before: int | None = None,
     limit: int = PAGE_SIZE,
     kind: str = INVITE,
+    statuses: Sequence[Status] | None = None,
 ) -> Page:
-    """The sender's invites older than row ``before`` (or the newest), ``limit`` of them.
+    """The sender's invites older than row ``before`` (or the newest), ``limit`` of them; only
+    those in ``statuses`` when given (the list's filter).
 
     The cursor is read before the rows, so a stream that starts from it re-sends (never skips)
     a change that lands in between.
@@ -63,6 +76,8 @@ async def invite_page(
     query = select(invites).where(invites.c.sender_id == sender_id, invites.c.kind == kind)
     if before is not None:
         query = query.where(invites.c.id < before)
+    if statuses is not None:
+        query = query.where(invites.c.status.in_([status.value for status in statuses]))
     async with db.read() as conn:
         cursor = await _last_event_id(conn, sender_id)
         rows = (await conn.execute(query.order_by(invites.c.id.desc()).limit(limit))).all()
@@ -70,6 +85,20 @@ async def invite_page(
         event_ids = await _latest_event_ids(conn, [invite.id for invite in found])
     next_before = found[-1].id if len(found) == limit else None
     return Page(found, event_ids, cursor, next_before)
+
+
+async def status_counts(db: Database, sender_id: str, *, kind: str = INVITE) -> dict[Status, int]:
+    """How many of the sender's invites are in each status (every status, zeros included)."""
+    query = (
+        select(invites.c.status, func.count())
+        .where(invites.c.sender_id == sender_id, invites.c.kind == kind)
+        .group_by(invites.c.status)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    counts = dict.fromkeys(Status, 0)
+    counts.update({Status(status): int(count) for status, count in rows})
+    return counts
 
 
 async def _latest_event_ids(conn: AsyncConnection, invite_ids: Sequence[int]) -> dict[int, int]:

@@ -52,6 +52,7 @@ class Invite:
     kind: str  # INVITE or SIGNIN_MAIL
     sender_name: str | None  # who the invitation names (None on anonymous-era rows)
     sender_email: str | None
+    message: str | None = None  # the sender's optional Mensagem, plain text
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -122,6 +123,7 @@ class NewInvite:
     kind: str = INVITE
     sender_name: str | None = None
     sender_email: str | None = None
+    message: str | None = None
 
 
 def new_public_id() -> str:

@@ -10,10 +10,27 @@ class Status(StrEnum):
     FALHOU = "falhou"  # permanent failure or attempts exhausted; `error` says why
     INCERTO = "incerto"  # a worker died mid-send; never re-sent automatically
     DEVOLVIDO = "devolvido"  # accepted with a 250, then bounced (a delivery status notification)
+    ACEITO = "aceito"  # the invitee opened the link and accepted (final)
+    RECUSADO = "recusado"  # the invitee declined (they may still accept while the link is valid)
+    EXPIRADO = "expirado"  # INVITE_TTL_SECONDS passed with no answer; the link answers 410
+    CANCELADO = "cancelado"  # the sender called it off before an answer; never sent if pendente
 
 
-#: States the person may ask to send again.
-RESENDABLE = (Status.FALHOU, Status.INCERTO)
+#: States the person may ask to send again (each send carries a new link; the old one is 410).
+RESENDABLE = (Status.FALHOU, Status.INCERTO, Status.EXPIRADO, Status.RECUSADO, Status.CANCELADO)
+
+#: States an operator's bulk retry may send again: stopped by the mail pipeline, not a person.
+RETRYABLE_IN_BULK = (Status.FALHOU, Status.INCERTO)
+
+#: States the invitee's link may answer: the mail left (or may have; a click proves it arrived),
+#: and a decline may still become an accept. ``aceito`` is final.
+ANSWERABLE = (Status.ENVIADO, Status.INCERTO, Status.DEVOLVIDO, Status.RECUSADO)
+
+#: States the sender may cancel: not answered yet, and no worker in the middle of sending it.
+CANCELLABLE = (Status.PENDENTE, Status.ENVIADO, Status.INCERTO, Status.FALHOU, Status.DEVOLVIDO)
+
+#: States the sweep expires ``INVITE_TTL_SECONDS`` after the mail left (or may have left).
+EXPIRABLE = (Status.ENVIADO, Status.INCERTO)
 
 #: States a bounce may turn into ``devolvido`` (any other state keeps the bounce as history).
 BOUNCEABLE = (Status.ENVIADO, Status.INCERTO)
@@ -31,4 +48,8 @@ class FailureClass(StrEnum):
 
 
 #: An invite in one of these states makes a second one to the same address a duplicate (409).
-ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)
+ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
+
+#: The summary line above "Meus convites": waiting for an answer, and needing the sender.
+AWAITING_ANSWER = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)
+NEEDS_ATTENTION = (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO)

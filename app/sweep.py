@@ -3,7 +3,9 @@
 - publish the outbox rows whose fast path failed (Redis was down, the web crashed);
 - ``enviando`` rows whose lease ran out become ``incerto`` (never re-sent behind anyone's back);
 - ``pendente`` rows whose job is gone from Redis (a restart without persistence) get a new
-  outbox row and job.
+  outbox row and job;
+- ``enviado``/``incerto`` invites unanswered ``INVITE_TTL_SECONDS`` after the mail left become
+  ``expirado``.
 
 The worker runs it as an arq cron every 2 s and at start-up; ``python -m app reconcile`` runs
 one pass. It needs a database, a Redis client, a ``Publisher`` and an ``Announcer``, nothing of
@@ -45,9 +47,10 @@ class Sweep:
     published: int
     uncertain: int
     requeued: int
+    expired: int = 0
 
     def any(self) -> bool:
-        return bool(self.published or self.uncertain or self.requeued)
+        return bool(self.published or self.uncertain or self.requeued or self.expired)
 
 
 async def overdue_pending(
@@ -99,9 +102,15 @@ async def requeue(db: Database, publisher: Publisher, lost: list[Invite]) -> Non
 
 
 async def reconcile(
-    db: Database, redis: ArqRedis, publisher: Publisher, announcer: Announcer
+    db: Database,
+    redis: ArqRedis,
+    publisher: Publisher,
+    announcer: Announcer,
+    *,
+    invite_ttl_seconds: float,
 ) -> Sweep:
-    """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone."""
+    """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone,
+    expire unanswered invites."""
     published = await relay_outbox(db, publisher)
     expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
     await announcer.announce_all(expired)
@@ -112,7 +121,9 @@ async def reconcile(
         if job_id is None or not await job_is_live(redis, job_id)
     ]
     await requeue(db, publisher, lost)
-    sweep = Sweep(published, len(expired), len(lost))
+    unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)
+    await announcer.announce_all(unanswered)
+    sweep = Sweep(published, len(expired), len(lost), len(unanswered))
     if sweep.any():
         log.info("reconciled", extra=vars(sweep))
     return sweep

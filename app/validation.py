@@ -10,12 +10,14 @@ from email_validator import EmailNotValidError, validate_email
 
 MAX_EMAIL_LENGTH = 254
 MAX_NAME_LENGTH = 100
+MAX_MESSAGE_LENGTH = 500
 
 
 @dataclass(frozen=True)
 class InviteRequest:
     email: str
     name: str | None
+    message: str | None = None
 
 
 class InvalidInvite(ValueError):
@@ -80,14 +82,35 @@ def check_name(raw: object) -> tuple[str | None, str | None]:
     return name or None, None
 
 
+def check_message(raw: object) -> tuple[str | None, str | None]:
+    """The optional **Mensagem**: plain text, line breaks kept (as ``\n``), at most 500
+    characters; markup is kept as typed and escaped wherever it is shown."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, str):
+        return None, "A mensagem precisa ser um texto."
+    lines = [line.rstrip() for line in raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    message = "\n".join(lines).strip("\n").strip()
+    if any(_has_control_chars(line) for line in lines):
+        return None, "A mensagem não pode ter caracteres de controle."
+    if len(message) > MAX_MESSAGE_LENGTH:
+        return None, (
+            f"A mensagem pode ter no máximo {MAX_MESSAGE_LENGTH} caracteres (tem {len(message)})."
+        )
+    return message or None, None
+
+
 def parse_invite(data: dict[str, object]) -> InviteRequest:
-    """Check ``email`` and optional ``nome``; raise ``InvalidInvite`` with pt-BR messages."""
+    """Check ``email``, optional ``nome`` and ``mensagem``; raise ``InvalidInvite`` with pt-BR
+    messages."""
     email, email_error = check_email(data.get("email"))
     name, name_error = check_name(data.get("nome"))
-    errors = {field: msg for field, msg in (("email", email_error), ("nome", name_error)) if msg}
+    message, message_error = check_message(data.get("mensagem"))
+    checked = (("email", email_error), ("nome", name_error), ("mensagem", message_error))
+    errors = {field: msg for field, msg in checked if msg}
     if errors or email is None:
         raise InvalidInvite(errors)
-    return InviteRequest(email=email, name=name)
+    return InviteRequest(email=email, name=name, message=message)
 
 
 def same_address(email: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from arq import cron, func
 from arq.connections import RedisSettings
 
-from app import queries, ratelimit, signin, transitions
+from app import invite_links, queries, ratelimit, signin, transitions
 from app.config import Settings, load_settings
 from app.db import Database
 from app.heartbeat import beat, forget
@@ -78,9 +78,11 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
 
 async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
     settings: Settings = ctx["settings"]
-    token = None
-    if invite.kind == SIGNIN_MAIL:  # the link is made now, and durable before the mail leaves
+    # The mail's link is made now, and durable before the mail leaves (it replaces older ones).
+    if invite.kind == SIGNIN_MAIL:
         token = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
+    else:
+        token = await invite_links.issue(ctx["db"], invite)
     started = time.monotonic()
     try:
         await ctx["mailer"].send(
@@ -170,7 +172,13 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
 
 async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
     """The arq cron around one sweep (``app.sweep.reconcile``)."""
-    done = await sweep(ctx["db"], ctx["redis"], ctx["publisher"], ctx["announcer"])
+    done = await sweep(
+        ctx["db"],
+        ctx["redis"],
+        ctx["publisher"],
+        ctx["announcer"],
+        invite_ttl_seconds=ctx["settings"].invite_ttl_seconds,
+    )
     return vars(done)
 
 

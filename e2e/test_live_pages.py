@@ -289,7 +289,9 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
         seen.append(focused(page))
         if seen[-1] == "BUTTON|Tentar de novo":
             break
-    assert seen[:3] == ["INPUT|nome", "BUTTON|Enviar convite", "A|hugo@exemplo.com"]
+    assert seen[:3] == ["INPUT|nome", "TEXTAREA|mensagem", "BUTTON|Enviar convite"]
+    assert "A|Aceitos" in seen  # the filter by state, then the rows
+    assert seen.index("A|Aceitos") < seen.index("A|hugo@exemplo.com")
     assert seen[-1] == "BUTTON|Tentar de novo"
     page.keyboard.press("Enter")
     expect(row(page, "hugo@exemplo.com")).to_have_attribute("data-status", "enviado")

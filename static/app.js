@@ -164,6 +164,41 @@
     if (target) target.focus({ preventScroll: true });
   }
 
+  // A filtered list ("?estado=aceitos") takes in new rows of its states only; a row already
+  // shown stays and changes in place.
+  function fitsFilter(list, row) {
+    var only = list.dataset.estados;
+    return !only || only.split(" ").indexOf(row.dataset.status) !== -1;
+  }
+
+  // The summary line above the list is read again after rows change: silently (it is not a
+  // live region), once for a burst of changes, and a failed read just leaves the old line (the
+  // next change reads it again). A plain fetch: an htmx request would hold the stream's
+  // messages and speak its errors.
+  var summaryTimer = null;
+
+  function rowsChanged() {
+    if (!byId("resumo-convites")) return;
+    clearTimeout(summaryTimer);
+    summaryTimer = setTimeout(refreshSummary, 700);
+  }
+
+  function refreshSummary() {
+    fetch("/convites/resumo", {
+      headers: { "Accept": "text/html" },
+      credentials: "same-origin",
+    }).then(function (response) {
+      if (!response.ok) throw new Error("status " + response.status);
+      return response.text();
+    }).then(function (html) {
+      var template = document.createElement("template");
+      template.innerHTML = html;
+      var incoming = template.content.querySelector("#resumo-convites");
+      var existing = byId("resumo-convites");
+      if (incoming && existing) existing.replaceWith(incoming);
+    }).catch(function () {});
+  }
+
   function placeRow(html, ownAction) {
     var incoming = parseRow(html);
     var list = byId("lista-convites");
@@ -172,7 +207,7 @@
     if (existing) {
       if (!isNewer(incoming, existing)) return existing;
       replaceKeepingFocus(existing, incoming);
-    } else if (list.dataset.novosNoTopo === "sim") {
+    } else if (list.dataset.novosNoTopo === "sim" && fitsFilter(list, incoming)) {
       list.prepend(incoming);
       var empty = byId("lista-vazia");
       if (empty) empty.hidden = true;
@@ -182,6 +217,7 @@
     htmx.process(incoming);
     watchSlow(incoming);
     announceRow(incoming, ownAction);
+    rowsChanged();
     return incoming;
   }
 
@@ -282,10 +318,13 @@
     if (note) note.hidden = false;
   });
 
-  // A 202 from the form or a "Tentar de novo"/"Reenviar": the row goes to the list.
+  // A 202 from the form or a "Tentar de novo"/"Reenviar", or a 200 from "Cancelar convite":
+  // the row goes to the list (a response without a row places nothing).
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var detail = evt.detail;
-    if (detail.xhr.status === 202) placeRow(detail.serverResponse, true);
+    var done = detail.xhr.status === 202 ||
+      (detail.xhr.status === 200 && detail.requestConfig && detail.requestConfig.verb === "post");
+    if (done) placeRow(detail.serverResponse, true);
     release();
   });
 

@@ -258,6 +258,9 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "STREAMS_PER_PROCESS": str(settings.streams_per_process),
             "STREAM_MAX_SECONDS": str(settings.stream_max_seconds),
             "STATUS_SNAPSHOT_SECONDS": str(settings.status_snapshot_seconds),
+            "SIGNIN_LINKS_PER_CLIENT_PER_HOUR": str(settings.signin_links_per_client_per_hour),
+            "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR": str(settings.signin_links_per_address_per_hour),
+            "INVITE_TTL_SECONDS": str(settings.invite_ttl_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )

@@ -132,7 +132,7 @@ async def test_retry_from_falhou_runs_while_the_old_attempts_result_is_kept(
     assert len(smtp.received) == 1
 
 
-async def test_resend_is_refused_with_409_unless_falhou_or_incerto(
+async def test_resending_an_enviado_invite_is_refused_with_409(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:
     created = await post_invite(client, "ok@exemplo.com")

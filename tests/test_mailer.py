@@ -30,7 +30,7 @@ def an_invite(
 
 
 async def send(mailer: Mailer, settings: Settings, invite: Invite) -> None:
-    await mailer.send(build_message(settings, invite), SendProgress(), deadline=10)
+    await mailer.send(build_message(settings, invite, "TOKEN"), SendProgress(), deadline=10)
 
 
 async def test_a_non_ascii_name_arrives_intact_with_both_bodies(

@@ -87,11 +87,18 @@ async def _status(settings: Settings, as_json: bool) -> int:
 
 async def _reconcile(settings: Settings) -> int:
     async with _stores(settings) as stores:
-        done = await reconcile(stores.db, stores.redis, stores.publisher, stores.announcer)
+        done = await reconcile(
+            stores.db,
+            stores.redis,
+            stores.publisher,
+            stores.announcer,
+            invite_ttl_seconds=settings.invite_ttl_seconds,
+        )
     print(
         f"Reconciliação feita: {done.published} do outbox para a fila, "
         f"{done.uncertain} viraram incerto (envio interrompido), "
-        f"{done.requeued} pendentes sem job voltaram para a fila."
+        f"{done.requeued} pendentes sem job voltaram para a fila, "
+        f"{done.expired} convites sem resposta expiraram."
     )
     return 0
 

@@ -9,14 +9,20 @@ and a double click never both win.
     enviando → incerto (lease expired, or the send broke mid-DATA)  (sending)
     enviando → pendente (graceful stop before DATA)                 (sending)
     falhou | incerto → pendente (the person, or an operator, asks)  (again)
+    expirado | recusado | cancelado → pendente (the person asks)    (again)
     devolvido → pendente (the address corrected)                    (again)
     enviado | incerto → devolvido (a bounce)                        (bounced)
+    enviado | incerto | devolvido | recusado → aceito (the link)    (answered)
+    enviado | incerto | devolvido → recusado (the link)             (answered)
+    pendente | enviado | incerto | falhou | devolvido → cancelado   (answered)
+    enviado | incerto → expirado (no answer in INVITE_TTL_SECONDS)  (answered)
 
 No web, no Redis here; callers publish the returned changes (``app.queue.Publisher``) and
 announce them (``app.live.wakeups.Announcer``).
 """
 
 from app.transitions.again import correct_and_resend, request_resend, request_resend_many
+from app.transitions.answered import accept, cancel, decline, expire_unanswered
 from app.transitions.bounced import mark_bounced
 from app.transitions.sending import (
     claim_for_sending,
@@ -31,11 +37,15 @@ from app.transitions.sending import (
 )
 
 __all__ = [
+    "accept",
+    "cancel",
     "claim_for_sending",
     "correct_and_resend",
     "create_invite",
     "create_invites",
+    "decline",
     "expire_leases",
+    "expire_unanswered",
     "mark_bounced",
     "mark_failed",
     "mark_sent",

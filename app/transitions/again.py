@@ -1,7 +1,11 @@
 """Asking again: the person (or an operator) sends a stopped invite again, with a fresh round.
 
-falhou | incerto → pendente (the person, or an operator, asks again)
+falhou | incerto | expirado | recusado | cancelado → pendente (the person asks again)
+falhou | incerto → pendente (an operator's bulk retry)
 devolvido → pendente (the person corrected the address and asks again)
+
+Each re-send replaces the invite's live link in the same transaction: the old mail's link
+answers 410 "substituído", and the new attempt's mail carries a new one.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from sqlalchemy import select
 
 from app.clock import utcnow
 from app.db import Database
+from app.invite_links import replace_links
 from app.models import invites
 from app.records import Change
-from app.status import CORRECTABLE, RESENDABLE, Status
-from app.transitions.core import transition, transition_all
+from app.status import CORRECTABLE, RESENDABLE, RETRYABLE_IN_BULK, Status
+from app.transitions.core import transition_all
 
 
 def _resend_values(now: datetime) -> dict[str, Any]:
@@ -30,12 +35,21 @@ def _resend_values(now: datetime) -> dict[str, Any]:
     }
 
 
+async def _resend(db: Database, where: list[Any], values: dict[str, Any]) -> list[Change]:
+    """The conditional UPDATE back to ``pendente`` (with outbox rows) and the links replaced."""
+    async with db.write() as conn:
+        changes = await transition_all(conn, where, values, enqueue=True)
+        await replace_links(conn, [change.invite.id for change in changes], utcnow())
+    return changes
+
+
 async def request_resend(db: Database, sender_id: str, public_id: str) -> Change | None:
-    """``falhou | incerto → pendente``, a new attempt with a fresh retry budget.
+    """``falhou | incerto | expirado | recusado | cancelado → pendente``: a new attempt with a
+    fresh retry budget, and a new link (the old one stops working now).
 
     ``None`` when the invite is in any other state (a double click's second request lands here).
     """
-    return await transition(
+    changes = await _resend(
         db,
         [
             invites.c.public_id == public_id,
@@ -43,8 +57,8 @@ async def request_resend(db: Database, sender_id: str, public_id: str) -> Change
             invites.c.status.in_([s.value for s in RESENDABLE]),
         ],
         _resend_values(utcnow()),
-        enqueue=True,
     )
+    return changes[0] if changes else None
 
 
 async def request_resend_many(
@@ -62,21 +76,17 @@ async def request_resend_many(
     ``limit`` such rows; each row it wins gets its own event and outbox row, like
     ``request_resend``. The caller publishes the outbox rows.
     """
-    if status not in RESENDABLE:
-        raise ValueError(f"only {', '.join(RESENDABLE)} invites can be sent again, not {status}")
+    if status not in RETRYABLE_IN_BULK:
+        raise ValueError(
+            f"only {', '.join(RETRYABLE_IN_BULK)} invites can be sent again, not {status}"
+        )
     where: list[Any] = [invites.c.status == status.value]
     if reason is not None:
         where.append(invites.c.error == reason)
     if reason_contains is not None:
         where.append(invites.c.error.contains(reason_contains, autoescape=True))
     oldest = select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
-    async with db.write() as conn:
-        changes = await transition_all(
-            conn,
-            [invites.c.id.in_(oldest), *where],
-            _resend_values(utcnow()),
-            enqueue=True,
-        )
+    changes = await _resend(db, [invites.c.id.in_(oldest), *where], _resend_values(utcnow()))
     return sorted(changes, key=lambda change: change.invite.id)
 
 
@@ -88,7 +98,7 @@ async def correct_and_resend(
 
     ``None`` when the invite is not (or no longer) ``devolvido``.
     """
-    return await transition(
+    changes = await _resend(
         db,
         [
             invites.c.public_id == public_id,
@@ -96,5 +106,5 @@ async def correct_and_resend(
             invites.c.status.in_([s.value for s in CORRECTABLE]),
         ],
         {**_resend_values(utcnow()), "email": email, "sent_at": None},
-        enqueue=True,
     )
+    return changes[0] if changes else None

@@ -97,6 +97,7 @@ async def _insert_new(
                 "kind": request.kind,
                 "sender_name": request.sender_name,
                 "sender_email": request.sender_email,
+                "message": request.message,
             }
             for request in requests
         ],
@@ -115,6 +116,7 @@ async def create_invite(
     kind: str = INVITE,
     sender_name: str | None = None,
     sender_email: str | None = None,
+    message: str | None = None,
 ) -> Change | Duplicate:
     """Write a ``pendente`` invite (or sign-in mail, ``kind``), its first event and its outbox
     row in one transaction; or, for an address the sender already has an invite on the way to,
@@ -123,7 +125,9 @@ async def create_invite(
     Concurrent calls share one durable transaction (group commit); each returns after it
     committed. The caller publishes the outbox row (``Change.outbox_id``).
     """
-    request = NewInvite(sender_id, email, name, correlation_id, kind, sender_name, sender_email)
+    request = NewInvite(
+        sender_id, email, name, correlation_id, kind, sender_name, sender_email, message
+    )
     return await db.write_many(create_invites, request)
 
 

@@ -23,7 +23,7 @@ from app.validation import InvalidInvite, parse_invite
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
-from app.web.invites import accepted, mine_or_404, over_send_limits
+from app.web.invites import accepted, mine_or_404, not_in_state, over_send_limits
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,7 @@ async def correct(request: Request) -> Response:
         db_of(request), invite.sender_id, invite.public_id, checked.email
     )
     if change is None:
-        allowed = " ou ".join(status.value for status in CORRECTABLE)
-        return error_response(
-            request,
-            409,
-            f"Este convite está {invite.status.value}; só dá para corrigir quando está {allowed}.",
-            status=invite.status.value,
-        )
+        return not_in_state(request, invite, "corrigir", CORRECTABLE)
     log.info(
         "corrected and sent again",
         extra={"invite": invite.public_id, "attempt": change.invite.attempt},

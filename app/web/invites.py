@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.datastructures import URL
@@ -15,8 +16,8 @@ from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
 from app.logs import correlation_id
 from app.records import Account, Change, Duplicate, Invite
-from app.status import RESENDABLE
-from app.validation import InvalidInvite, parse_invite
+from app.status import RESENDABLE, Status
+from app.validation import InvalidInvite, parse_invite, same_address
 from app.web.common import (
     client_address,
     db_of,
@@ -40,6 +41,7 @@ from app.web.identity import identify, signed_in
 from app.web.middleware.csrf import csrf_token
 from app.web.present import event_json, invite_json
 from app.web.signin import sign_in_page
+from app.web.summary import chosen_filter, summary_of
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,7 @@ async def create(request: Request) -> Response:
         correlation_id=correlation_id.get() or "",
         sender_name=account.name,
         sender_email=account.email,
+        message=invite_request.message,
     )
     if isinstance(change, Duplicate):
         return _already_invited(request, change.invite)
@@ -154,7 +157,7 @@ async def create(request: Request) -> Response:
 
 
 async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
-    values = typed_values(data, "email", "nome")
+    values = typed_values(data, "email", "nome", "mensagem")
     answer = invalid_form(request, errors, values, "_form.html", "form-convite")
     if answer is not None:
         return answer
@@ -166,8 +169,14 @@ async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str
 async def _list_context(request: Request, before: int | None = None) -> dict[str, Any]:
     """A page of "Meus convites" and what its live updates need to resume from it."""
     settings = settings_of(request)
-    page = await queries.invite_page(db_of(request), sender_id(request), before=before)
+    chosen = chosen_filter(request)
+    page = await queries.invite_page(
+        db_of(request), sender_id(request), before=before, statuses=chosen.statuses
+    )
     return {
+        "chosen": chosen,
+        "summary": await summary_of(request),
+        "list_url": "/" if request.url.path == "/" else "/convites",
         "invites": page.invites,
         "event_ids": page.event_ids,
         "cursor": page.cursor,
@@ -181,7 +190,7 @@ async def _list_context(request: Request, before: int | None = None) -> dict[str
 
 async def _index_context(request: Request) -> dict[str, Any]:
     context = await _list_context(request)
-    context.update(errors={}, values={"email": "", "nome": ""})
+    context.update(errors={}, values={"email": "", "nome": "", "mensagem": ""})
     return context
 
 
@@ -190,7 +199,21 @@ async def index(request: Request) -> Response:
     account: Account | None = await identify(request)
     if account is None:
         return await sign_in_page(request)
-    return render(request, "index.html", await _index_context(request))
+    context = await _index_context(request)
+    context["accepted_from"] = await _just_accepted(request, account)
+    return render(request, "index.html", context)
+
+
+async def _just_accepted(request: Request, account: Account) -> Invite | None:
+    """The invitation this account just accepted through its link (``/?aceito={id}``), if any:
+    only an invite to this very address, in ``aceito``, is named."""
+    public_id = request.query_params.get("aceito", "")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", public_id):
+        return None
+    invite = await queries.invite_by_public_id(db_of(request), public_id)
+    if invite is None or invite.status != Status.ACEITO:
+        return None
+    return invite if same_address(invite.email) == account.email else None
 
 
 def _before(request: Request) -> int | None:
@@ -204,7 +227,10 @@ async def list_mine(request: Request) -> Response:
     """GET /convites: this sender's invites, newest first, in pages of ``app.queries.PAGE_SIZE``."""
     before = _before(request)
     if wants_json(request):
-        page = await queries.invite_page(db_of(request), sender_id(request), before=before)
+        chosen = chosen_filter(request)
+        page = await queries.invite_page(
+            db_of(request), sender_id(request), before=before, statuses=chosen.statuses
+        )
         now = utcnow()
         slow_after = settings_of(request).slow_after_seconds
         next_before = page.next_before
@@ -217,6 +243,21 @@ async def list_mine(request: Request) -> Response:
             }
         )
     return render(request, "list.html", await _list_context(request, before))
+
+
+def not_in_state(
+    request: Request, invite: Invite, action: str, allowed: Sequence[Status]
+) -> Response:
+    """409: this action is only for invites in ``allowed`` (a double click's second request,
+    or a page older than the row, lands here), saying the state it is in."""
+    *first, last = [status.value for status in allowed]
+    states = f"{', '.join(first)} ou {last}" if first else last
+    return error_response(
+        request,
+        409,
+        f"Este convite está {invite.status.value}; só dá para {action} quando está {states}.",
+        status=invite.status.value,
+    )
 
 
 async def mine_or_404(request: Request) -> Invite | Response:
@@ -266,13 +307,7 @@ async def resend(request: Request) -> Response:
         return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
     if change is None:
-        allowed = " ou ".join(status.value for status in RESENDABLE)
-        return error_response(
-            request,
-            409,
-            f"Este convite está {invite.status.value}; só dá para reenviar quando está {allowed}.",
-            status=invite.status.value,
-        )
+        return not_in_state(request, invite, "reenviar", RESENDABLE)
     log.info(
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
     )

@@ -19,6 +19,10 @@ LABELS = {
     Status.FALHOU: "Falhou",
     Status.INCERTO: "Incerto",
     Status.DEVOLVIDO: "Devolvido",
+    Status.ACEITO: "Aceito",
+    Status.RECUSADO: "Recusado",
+    Status.EXPIRADO: "Expirado",
+    Status.CANCELADO: "Cancelado",
 }
 
 
@@ -53,6 +57,35 @@ class StatusText:
     detail: str | None = None
 
 
+def _describe_end(invite: Invite, label: str) -> StatusText | None:
+    """The invitee's answer, or the end without one (expired, cancelled); ``None`` otherwise."""
+    who = invite.email
+    if invite.status == Status.ACEITO:
+        return StatusText(
+            label, f"{who} aceitou o convite.", f"Aceito às {local_time(invite.updated_at)}."
+        )
+    if invite.status == Status.RECUSADO:
+        return StatusText(
+            label,
+            f"{who} recusou o convite.",
+            f"Recusado às {local_time(invite.updated_at)}. "
+            "Enquanto o link valer, a pessoa ainda pode aceitar.",
+        )
+    if invite.status == Status.EXPIRADO:
+        return StatusText(
+            label,
+            f"O convite para {who} expirou sem resposta.",
+            "O link não funciona mais. Reenvie se ainda quiser convidar.",
+        )
+    if invite.status == Status.CANCELADO:
+        return StatusText(
+            label,
+            f"Convite para {who} cancelado.",
+            "O link do convite não funciona mais. Reenvie se mudar de ideia.",
+        )
+    return None
+
+
 def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> StatusText:
     """The truth about ``invite`` in pt-BR. Only an ``enviado`` row ever reads as sent."""
     who = invite.email
@@ -79,6 +112,9 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
             f"O convite para {who} voltou: não foi entregue.",
             f"{invite.error or 'Motivo desconhecido.'} Corrija o endereço e reenvie.",
         )
+    ended = _describe_end(invite, label)
+    if ended is not None:
+        return ended
     if invite.status == Status.ENVIANDO:
         return StatusText(label, f"Enviando o convite para {who}…")
     if is_slow(invite, now, slow_after_seconds):
@@ -160,12 +196,18 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
 def event_text(event: Event) -> str:
     """One line of the history: what happened at that moment."""
     texts = {
-        Status.PENDENTE: "Na fila para envio",
+        Status.PENDENTE: (
+            "Criado: na fila para envio" if event.attempt == 1 else "Reenvio pedido: na fila"
+        ),
         Status.ENVIANDO: f"Tentativa {event.attempt}: enviando",
         Status.ENVIADO: f"Tentativa {event.attempt}: enviado",
         Status.FALHOU: f"Tentativa {event.attempt}: falhou",
         Status.INCERTO: f"Tentativa {event.attempt}: resultado incerto",
         Status.DEVOLVIDO: f"Tentativa {event.attempt}: devolvida pelo servidor do destinatário",
+        Status.ACEITO: "Aceito pela pessoa convidada",
+        Status.RECUSADO: "Recusado pela pessoa convidada",
+        Status.EXPIRADO: "Expirou sem resposta",
+        Status.CANCELADO: "Cancelado por você",
     }
     text = texts[event.status]
     if event.status == Status.PENDENTE and event.error:

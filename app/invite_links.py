@@ -1,0 +1,122 @@
+"""The invitee's link, ``PUBLIC_URL/c/{token}``: random, hash only, one live link per invite.
+
+The worker issues a new token as it sends each attempt (``issue``), so the mail carries a link
+that was durable before the mail left; issuing it replaces every older link of the invite. A
+re-send replaces them at once (``replace_links``, inside the re-send's transaction), so the old
+mail's link answers 410 "substituído" even before the new mail leaves. Opening a link (GET)
+changes nothing (mail scanners prefetch links); only its buttons (POST) answer.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.clock import utcnow
+from app.db import Database
+from app.models import invite_links, invites
+from app.records import Invite, record_from
+from app.sessions import token_hash
+from app.status import ANSWERABLE, Status
+
+
+class LinkState(StrEnum):
+    """What opening the link shows: the two buttons, the answer given, or why it is closed."""
+
+    OPEN = "aberto"  # the invitation with Aceitar / Recusar
+    ACCEPTED = "aceito"  # answered: accepted (200)
+    DECLINED = "recusado"  # answered: declined, may still accept (200, with the button)
+    REPLACED = "substituido"  # a newer invitation replaced this link (410)
+    CANCELLED = "cancelado"  # the sender cancelled (410)
+    EXPIRED = "expirado"  # no answer in INVITE_TTL_SECONDS (410)
+    NOT_READY = "indisponivel"  # any other state (a send is under way again): 409
+
+
+#: The states in which a link answers 410: it will never work again.
+GONE = (LinkState.REPLACED, LinkState.CANCELLED, LinkState.EXPIRED)
+
+
+@dataclass(frozen=True)
+class OpenedLink:
+    """A link and the invite it belongs to, as they are now."""
+
+    invite: Invite
+    state: LinkState
+    created_at: datetime
+
+
+def link_state(
+    invite: Invite, created_at: datetime, replaced_at: datetime | None, ttl_seconds: float
+) -> LinkState:
+    """The link's state from its invite's status, whether it was replaced, and its age."""
+    if invite.status == Status.ACEITO:
+        return LinkState.ACCEPTED if replaced_at is None else LinkState.REPLACED
+    if replaced_at is not None:
+        return LinkState.REPLACED
+    if invite.status == Status.CANCELADO:
+        return LinkState.CANCELLED
+    if invite.status == Status.EXPIRADO or created_at <= utcnow() - timedelta(seconds=ttl_seconds):
+        return LinkState.EXPIRED
+    if invite.status == Status.RECUSADO:
+        return LinkState.DECLINED
+    if invite.status in ANSWERABLE:
+        return LinkState.OPEN
+    return LinkState.NOT_READY
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)  # 192 bits
+
+
+async def replace_links(conn: AsyncConnection, invite_ids: Sequence[int], now: datetime) -> None:
+    """Every live link of these invites stops working (one UPDATE, in the caller's transaction)."""
+    if not invite_ids:
+        return
+    await conn.execute(
+        update(invite_links)
+        .where(invite_links.c.invite_id.in_(list(invite_ids)), invite_links.c.replaced_at.is_(None))
+        .values(replaced_at=now)
+    )
+
+
+async def issue(db: Database, invite: Invite) -> str:
+    """A new link for this attempt of ``invite``; its older links stop working."""
+    token = new_token()
+    now = utcnow()
+    async with db.write() as conn:
+        await replace_links(conn, [invite.id], now)
+        await conn.execute(
+            insert(invite_links).values(
+                token_hash=token_hash(token),
+                invite_id=invite.id,
+                attempt=invite.attempt,
+                created_at=now,
+                replaced_at=None,
+            )
+        )
+    return token
+
+
+async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink | None:
+    """What the link is now, without changing anything (``None``: no such link)."""
+    query = (
+        select(
+            invites, invite_links.c.created_at.label("link_created_at"), invite_links.c.replaced_at
+        )
+        .join(invite_links, invite_links.c.invite_id == invites.c.id)
+        .where(invite_links.c.token_hash == token_hash(token))
+    )
+    async with db.read() as conn:
+        row = (await conn.execute(query)).first()
+    if row is None:
+        return None
+    invite = record_from(Invite, row)
+    created_at = row._mapping["link_created_at"]
+    state = link_state(invite, created_at, row._mapping["replaced_at"], ttl_seconds)
+    return OpenedLink(invite, state, created_at)

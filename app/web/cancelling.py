@@ -1,0 +1,51 @@
+"""``POST /convites/{id}/cancelar``: the sender calls off an invite that has no answer yet.
+
+The row's **Cancelar convite** opens a confirmation step (native ``<details>``, no JS); its
+button posts here. ``cancelado`` is one conditional UPDATE (``app.transitions.answered``): a
+``pendente`` invite's claim then loses (it is never sent), and a sent one's link answers 410.
+Without JS a 303 to the invite's page; with htmx 200 and the row; JSON 200 and the invite.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.datastructures import URL
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from app import transitions
+from app.clock import utcnow
+from app.status import CANCELLABLE
+from app.web.common import db_of, is_htmx, render, settings_of, wants_json
+from app.web.forms import publish_fast
+from app.web.identity import signed_in
+from app.web.invites import mine_or_404, not_in_state
+from app.web.present import invite_json
+
+log = logging.getLogger(__name__)
+
+
+@signed_in
+async def cancel(request: Request) -> Response:
+    """From a state with no answer yet (and not mid-send); otherwise 409 with the state."""
+    invite = await mine_or_404(request)
+    if isinstance(invite, Response):
+        return invite
+    change = await transitions.cancel(db_of(request), invite.sender_id, invite.public_id)
+    if change is None:
+        return not_in_state(request, invite, "cancelar", CANCELLABLE)
+    log.info("invite cancelled", extra={"invite": invite.public_id})
+    await publish_fast(request, change)
+    settings = settings_of(request)
+    if wants_json(request):
+        return JSONResponse(invite_json(change.invite, utcnow(), settings.slow_after_seconds))
+    if is_htmx(request):
+        context = {
+            "invite": change.invite,
+            "event_id": change.event_id,
+            "now": utcnow(),
+            "settings": settings,
+        }
+        return render(request, "_invite_row.html", context)
+    return RedirectResponse(str(URL(f"/convites/{invite.public_id}")), status_code=303)

@@ -1,0 +1,78 @@
+"""The summary line above "Meus convites" and its filter by state (plain links, no JS needed).
+
+The summary is read from the database (``app.queries.status_counts``); the page script asks for
+it again (``GET /convites/resumo``) after a row changes, silently: it is not a live region, the
+row's own announcement is what a screen reader hears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app import queries
+from app.status import AWAITING_ANSWER, NEEDS_ATTENTION, Status
+from app.web.common import db_of, render, sender_id, wants_json
+from app.web.identity import signed_in
+
+
+@dataclass(frozen=True)
+class Filter:
+    slug: str  # the ``?estado=`` value
+    label: str
+    statuses: tuple[Status, ...] | None  # None: every invite
+
+
+FILTERS = (
+    Filter("todos", "Todos", None),
+    Filter("aceitos", "Aceitos", (Status.ACEITO,)),
+    Filter("aguardando", "Aguardando resposta", AWAITING_ANSWER),
+    Filter("atencao", "Precisam de atenção", NEEDS_ATTENTION),
+    Filter("encerrados", "Recusados, expirados ou cancelados",
+           (Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)),
+)  # fmt: skip
+_BY_SLUG = {item.slug: item for item in FILTERS}
+
+
+def chosen_filter(request: Request) -> Filter:
+    """The filter the page asks for (an unknown ``?estado=`` shows everything)."""
+    return _BY_SLUG.get(request.query_params.get("estado", ""), FILTERS[0])
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int
+    accepted: int
+    awaiting: int
+    attention: int
+    closed: int
+
+
+async def summary_of(request: Request) -> Summary:
+    counts = await queries.status_counts(db_of(request), sender_id(request))
+    return Summary(
+        total=sum(counts.values()),
+        accepted=counts[Status.ACEITO],
+        awaiting=sum(counts[status] for status in AWAITING_ANSWER),
+        attention=sum(counts[status] for status in NEEDS_ATTENTION),
+        closed=sum(counts[s] for s in (Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)),
+    )
+
+
+@signed_in
+async def show(request: Request) -> Response:
+    """GET /convites/resumo: the summary line alone (the page script refreshes it)."""
+    summary = await summary_of(request)
+    if wants_json(request):
+        return JSONResponse(
+            {
+                "total": summary.total,
+                "aceitos": summary.accepted,
+                "aguardando_resposta": summary.awaiting,
+                "precisam_de_atencao": summary.attention,
+                "encerrados": summary.closed,
+            }
+        )
+    return render(request, "_summary.html", {"summary": summary})

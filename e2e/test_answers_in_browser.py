@@ -1,0 +1,183 @@
+"""The invitee answers, in Chromium: the sender's page hears it live, once; the invitee's page on
+a phone-sized screen reads who invites, the message, then the two buttons; a declined, expired,
+cancelled or replaced link says so. Real web, worker, Redis and SMTP; the link comes from the
+captured mail."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from e2e.conftest import Stack
+from e2e.test_live_pages import (
+    RECEIVED,
+    SENT,
+    announcements,
+    assert_no_axe_violations,
+    assert_page_was_honest,
+    open_home,
+    row,
+    wait_for_announcement,
+)
+from tests.services import ScriptedSmtp
+
+pytestmark = pytest.mark.e2e
+
+ANSWER_LINK = re.compile(r"/c/[A-Za-z0-9_-]{32,}")
+ACCEPTED = "{} aceitou o convite."
+DECLINED = "{} recusou o convite."
+EXPIRED = "O convite para {} expirou sem resposta."
+CANCELLED = "Convite para {} cancelado."
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+
+
+def answer_link(smtp: ScriptedSmtp, email: str, not_this: str | None = None) -> str:
+    """The answer link in the newest invitation mail to ``email`` (waits for it)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        for mail in reversed(smtp.received):
+            if email not in mail.rcpt_tos:
+                continue
+            body = mail.message.get_body(("plain",))
+            found = ANSWER_LINK.search(body.get_content()) if body is not None else None
+            if found and found.group(0) != not_this:
+                return found.group(0)
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"no invitation mail with a link reached {email}")
+
+
+def invite(page: Page, email: str, message: str = "") -> None:
+    page.get_by_label("E-mail").fill(email)
+    if message:
+        page.get_by_label("Mensagem").fill(message)
+    page.get_by_role("button", name="Enviar convite").click()
+    wait_for_announcement(page, SENT.format(email))
+
+
+def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
+    page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    open_home(page)
+    email = "ana.aceita@exemplo.com.br"
+    invite(page, email, "Vem para o churrasco!\n<b>Sábado</b> às 13h.")
+    link = answer_link(smtp_server, email)
+
+    phone = new_context(signed_in=False, **PHONE).new_page()
+    phone.goto(link)
+    main = phone.locator("main")
+    expect(main.get_by_role("heading", level=1)).to_contain_text("convidou você para o Convites")
+    text = main.inner_text()
+    assert "<b>Sábado</b> às 13h." in text  # the markup is text, not bold
+    assert text.index("convidou você") < text.index("Vem para o churrasco!")
+    assert text.index("Vem para o churrasco!") < text.index("Aceitar convite")
+    assert text.index("Aceitar convite") < text.index("Recusar")
+    accept = phone.get_by_role("button", name="Aceitar convite")
+    box = accept.bounding_box()
+    assert box is not None and box["height"] >= 44  # a thumb-sized target
+    assert_no_axe_violations(phone, "the invitee's page")
+
+    accept.click()
+
+    phone.wait_for_url(re.compile(r"/\?aceito="))
+    expect(phone.locator(".aviso-sucesso")).to_contain_text("Você aceitou o convite de")
+    expect(phone.get_by_role("heading", name="Enviar um convite")).to_be_visible()
+    wait_for_announcement(page, ACCEPTED.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "aceito")
+    expect(page.locator("#resumo-convites")).to_contain_text("1 aceito")
+    phone.goto(link)  # opened again: what was answered, no second event
+    expect(phone.get_by_role("heading", level=1)).to_contain_text("Você já aceitou")
+    page.wait_for_timeout(500)
+    assert announcements(page) == [
+        ("status", RECEIVED.format(email)),
+        ("status", SENT.format(email)),
+        ("status", ACCEPTED.format(email)),
+    ]
+    assert_page_was_honest(page)
+
+
+def test_a_decline_is_heard_and_the_invitee_can_still_accept(
+    page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    open_home(page)
+    email = "bruno.recusa@exemplo.com.br"
+    invite(page, email)
+    link = answer_link(smtp_server, email)
+    other = new_context(signed_in=False).new_page()
+    other.goto(link)
+
+    other.get_by_role("button", name="Recusar").click()
+
+    expect(other.get_by_role("heading", level=1)).to_contain_text("Você recusou o convite")
+    wait_for_announcement(page, DECLINED.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "recusado")
+    other.get_by_role("button", name="Aceitar convite").click()
+    wait_for_announcement(page, ACCEPTED.format(email))
+    assert announcements(page)[-2:] == [
+        ("status", DECLINED.format(email)),
+        ("status", ACCEPTED.format(email)),
+    ]
+
+
+def test_cancelling_needs_a_confirmation_is_heard_and_closes_the_link(
+    page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    open_home(page)
+    email = "carla.cancela@exemplo.com.br"
+    invite(page, email)
+    link = answer_link(smtp_server, email)
+
+    row(page, email).get_by_text("Cancelar convite").click()  # type: ignore[attr-defined]
+    page.get_by_role("button", name=f"Sim, cancelar o convite para {email}").click()
+
+    wait_for_announcement(page, CANCELLED.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "cancelado")
+    # The pressed button is gone; focus stayed in the row.
+    expect(row(page, email).get_by_role("link", name=email)).to_be_focused()  # type: ignore[attr-defined]
+    other = new_context(signed_in=False).new_page()
+    response = other.goto(link)
+    assert response is not None and response.status == 410
+    expect(other.get_by_role("heading", level=1)).to_have_text("Este convite foi cancelado")
+
+    # Sent again: the old link says it was replaced, the new mail's link works.
+    page.get_by_role("button", name=f"Reenviar o convite para {email}").click()
+    wait_for_announcement(page, SENT.format(email))
+    new_link = answer_link(smtp_server, email, not_this=link)
+    replaced = other.goto(link)
+    assert replaced is not None and replaced.status == 410
+    expect(other.get_by_role("heading", level=1)).to_have_text("Este convite foi substituído")
+    fresh = other.goto(new_link)
+    assert fresh is not None and fresh.status == 200
+    assert_page_was_honest(page)
+
+
+def test_an_unanswered_invite_expires_live_with_a_short_ttl_and_its_link_is_410(
+    page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    open_home(page)
+    email = "davi.expira@exemplo.com.br"
+    invite(page, email)
+    link = answer_link(smtp_server, email)
+    time.sleep(1.2)
+
+    # One sweep pass with INVITE_TTL_SECONDS=1, as the worker's cron would run it.
+    env = {**stack.env, "INVITE_TTL_SECONDS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "reconcile"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "expiraram" in done.stdout
+
+    wait_for_announcement(page, EXPIRED.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "expirado")
+    other = new_context(signed_in=False).new_page()
+    response = other.goto(link)
+    assert response is not None and response.status == 410
+    expect(other.get_by_role("heading", level=1)).to_have_text("Este convite expirou")
+    expect(other.locator("main")).to_contain_text("Peça um novo convite")

@@ -1,0 +1,344 @@
+"""The invitee's link: the real mail carries it, opening it changes nothing, Aceitar convite
+signs the invitee in, Recusar can be changed while the link is valid, and a closed link is 410.
+Real worker (burst), real SMTP capture, the in-process app."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+from sqlalchemy import func, select
+
+from app import invite_links, transitions
+from app.config import Settings
+from app.db import Database
+from app.models import invite_links as links_table
+from app.status import Status
+from tests.fixtures import drain
+from tests.helpers import (
+    JSON,
+    api_headers,
+    client_for,
+    csrf_token,
+    invite_row,
+    page_token,
+    post_invite,
+    statuses,
+)
+from tests.services import ScriptedSmtp
+from tests.signing_in import SENDER
+
+ANSWER_LINK = re.compile(r"/c/([A-Za-z0-9_-]{32,})")
+
+
+def answer_link(smtp: ScriptedSmtp, email: str) -> str:
+    """The answer link's path in the newest invitation mail to ``email`` (text part), checked
+    to be the same in the HTML part."""
+    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
+    text = mail.get_body(("plain",))
+    html = mail.get_body(("html",))
+    assert text is not None and html is not None
+    found = ANSWER_LINK.search(text.get_content())
+    assert found, f"no answer link in {text.get_content()!r}"
+    assert found.group(0) in html.get_content()
+    return found.group(0)
+
+
+async def invited(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    email: str = "ana@exemplo.com.br",
+    **body: str,
+) -> tuple[str, str]:
+    """An invite sent for real (burst worker, SMTP 250): its public id and its mail's link."""
+    response = await client.post(
+        "/convites", json={"email": email, **body}, headers=await api_headers(client)
+    )
+    assert response.status_code == 202, response.text
+    await drain(settings)
+    return response.json()["id"], answer_link(smtp, email)
+
+
+async def press(http: httpx.AsyncClient, path: str, button: str) -> httpx.Response:
+    """Open the link page and press one of its buttons, as a browser without JS does."""
+    page = await http.get(path)
+    return await http.post(f"{path}/{button}", data={"csrf_token": page_token(page.text)})
+
+
+async def test_the_mail_carries_a_random_link_only_its_hash_is_stored_and_the_message(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, path = await invited(
+        client, settings, smtp, mensagem="Vem para o churrasco!\nSábado às 13h."
+    )
+    token = path.removeprefix("/c/")
+    mail = smtp.received[-1].message
+    text = mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+
+    assert len(token) >= 22  # ≥ 128 bits of URL-safe base64
+    assert f"{settings.public_url}/c/{token}" in text
+    assert "Vem para o churrasco!\nSábado às 13h." in text
+    assert "Marta Souza (marta@exemplo.com) convidou você" in text
+    async with db.read() as conn:
+        stored = (await conn.execute(select(links_table))).all()
+    assert len(stored) == 1 and token not in str(stored)
+    assert (await invite_row(db, public_id)).message == "Vem para o churrasco!\nSábado às 13h."
+
+
+async def test_opening_the_link_shows_who_invites_the_message_and_two_buttons_and_records_nothing(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, path = await invited(client, settings, smtp, mensagem="Bem-vinda!")
+    before = await statuses(db, public_id)
+
+    page = await anonymous_client.get(path)
+    again = await anonymous_client.get(path)
+
+    assert page.status_code == 200 and again.status_code == 200
+    html = page.text
+    assert "Marta Souza" in html and "marta@exemplo.com" in html and "Bem-vinda!" in html
+    assert html.index("Marta Souza") < html.index("Bem-vinda!") < html.index("Aceitar convite")
+    assert html.index("Aceitar convite") < html.index("Recusar")
+    assert f'action="{path}/aceitar"' in html and f'action="{path}/recusar"' in html
+    assert await statuses(db, public_id) == before  # scanners prefetch links: GET is inert
+
+
+async def test_accepting_records_aceito_signs_the_invitee_in_and_says_whose_invitation(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, path = await invited(client, settings, smtp, nome="Ana Lima")
+
+    answered = await press(anonymous_client, path, "aceitar")
+
+    assert answered.status_code == 303
+    assert answered.headers["location"] == f"/?aceito={public_id}"
+    assert (await invite_row(db, public_id)).status == Status.ACEITO
+    home = await anonymous_client.get(answered.headers["location"])
+    assert "Você aceitou o convite de <strong>Marta Souza</strong>" in home.text
+    assert "Enviar um convite" in home.text  # signed in: the sender's form
+    me = await anonymous_client.get("/conta")
+    assert "Ana Lima" in me.text  # the account is new and took the name the sender typed
+    sender_view = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
+    assert sender_view["mensagem"] == "ana@exemplo.com.br aceitou o convite."
+
+
+async def test_opening_the_link_again_after_answering_says_so_with_200_and_no_second_event(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, path = await invited(client, settings, smtp)
+    await press(anonymous_client, path, "aceitar")
+    events = await statuses(db, public_id)
+
+    async with client_for(settings) as stranger:
+        page = await stranger.get(path)
+        pressed_again = await stranger.post(
+            f"{path}/aceitar", data={"csrf_token": await csrf_token(stranger)}
+        )
+
+    assert page.status_code == 200 and "Você já aceitou o convite de Marta Souza" in page.text
+    assert "Aceitar convite" not in page.text
+    assert pressed_again.status_code == 200 and "já aceitou" in pressed_again.text
+    assert await statuses(db, public_id) == events
+    assert [status for status, _ in events].count("aceito") == 1
+
+
+async def test_declining_then_changing_ones_mind_while_the_link_is_valid(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, path = await invited(client, settings, smtp)
+
+    declined = await press(anonymous_client, path, "recusar")
+
+    assert declined.status_code == 303 and declined.headers["location"] == path
+    page = await anonymous_client.get(path)
+    assert "Você recusou o convite de Marta Souza" in page.text
+    assert "Mudou de ideia?" in page.text and "Aceitar convite" in page.text
+    assert "Recusar" not in page.text.split("<main", 1)[1]
+    assert (await anonymous_client.get("/conta")).status_code == 303  # not signed in
+    assert (await client.get(f"/convites/{public_id}", headers=JSON)).json()["mensagem"] == (
+        "ana@exemplo.com.br recusou o convite."
+    )
+    declined_twice = await anonymous_client.post(
+        f"{path}/recusar", data={"csrf_token": page_token(page.text)}
+    )
+    assert declined_twice.status_code == 200
+    assert [s for s, _ in await statuses(db, public_id)].count("recusado") == 1
+
+    accepted = await press(anonymous_client, path, "aceitar")
+
+    assert accepted.status_code == 303
+    assert [s for s, _ in await statuses(db, public_id)][-2:] == ["recusado", "aceito"]
+
+
+async def test_an_answer_without_the_csrf_token_is_refused_and_records_nothing(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, path = await invited(client, settings, smtp)
+    await anonymous_client.get(path)
+
+    refused = await anonymous_client.post(f"{path}/aceitar", data={})
+
+    assert refused.status_code == 403
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+
+async def test_two_clicks_at_once_record_one_answer(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    """The conditional answer: without ``status IN (…)`` both clicks would write an event."""
+    public_id, path = await invited(client, settings, smtp)
+    token = path.removeprefix("/c/")
+
+    both = await asyncio.gather(
+        transitions.accept(db, token, settings.invite_ttl_seconds),
+        transitions.accept(db, token, settings.invite_ttl_seconds),
+    )
+
+    assert sum(change is not None for change in both) == 1
+    assert [s for s, _ in await statuses(db, public_id)].count("aceito") == 1
+
+
+async def test_an_unknown_link_is_404_and_says_what_to_do(
+    anonymous_client: httpx.AsyncClient,
+) -> None:
+    page = await anonymous_client.get("/c/" + "x" * 32)
+
+    assert page.status_code == 404
+    assert "Link de convite não encontrado" in page.text and "Traceback" not in page.text
+
+
+async def test_markup_in_the_message_is_inert_in_the_page_and_the_mail(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    markup = '<script>alert("x")</script><b onclick="x()">oi</b> & <a href="//mal">clique</a>'
+    _, path = await invited(client, settings, smtp, mensagem=markup)
+
+    page = (await anonymous_client.get(path)).text
+    mail = smtp.received[-1].message
+    html = mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    text = mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    sender_page = (await client.get("/")).text
+
+    for shown in (page, html):
+        assert "<script>alert" not in shown and "<b onclick" not in shown
+        assert '<a href="//mal">' not in shown
+        assert "&lt;script&gt;alert(" in shown
+    assert markup in text  # plain text is plain: nothing there runs
+    assert "<script>alert" not in sender_page
+
+
+async def test_a_message_over_500_characters_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    response = await client.post(
+        "/convites",
+        json={"email": "ana@exemplo.com", "mensagem": "a" * 501},
+        headers=await api_headers(client),
+    )
+
+    assert response.status_code == 422
+    assert "no máximo 500 caracteres" in response.json()["campos"]["mensagem"]
+    async with db.read() as conn:
+        rows = (await conn.execute(select(func.count()).select_from(links_table))).scalar()
+    assert rows == 0
+
+
+async def test_an_incerto_invite_whose_mail_did_arrive_is_accepted_through_its_link(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    """The worker's own steps when the connection breaks mid-DATA: the claim, the link issued
+    before the mail leaves, ``incerto``. The mail did arrive: the invitee opens its link."""
+    created = await post_invite(client, "ana@exemplo.com.br")
+    claim = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    assert claim is not None
+    path = "/c/" + await invite_links.issue(db, claim.invite)
+    assert await transitions.mark_uncertain(db, claim.invite, "A conexão caiu no meio do envio.")
+
+    answered = await press(anonymous_client, path, "aceitar")
+
+    assert answered.status_code == 303
+    assert (await invite_row(db, created["id"])).status == Status.ACEITO
+
+
+async def test_the_invite_page_history_shows_every_step_with_its_time(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    public_id, path = await invited(client, settings, smtp)
+    await press(anonymous_client, path, "aceitar")
+
+    page = (await client.get(f"/convites/{public_id}")).text
+    history = page.split("Histórico", 1)[1]
+
+    steps = ["Criado: na fila para envio", "Tentativa 1: enviando", "Tentativa 1: enviado"]
+    steps.append("Aceito pela pessoa convidada")
+    positions = [history.index(step) for step in steps]
+    assert positions == sorted(positions)
+    assert history.count("<time datetime=") == 4
+
+
+async def test_the_link_belongs_to_the_address_and_signs_in_there_not_as_the_sender(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    """The sender pressing their own invitee's link becomes the invitee (the link proves the
+    inbox, not who holds the browser): their own session is replaced, never merged."""
+    _, path = await invited(client, settings, smtp)
+
+    await press(client, path, "aceitar")
+
+    account = (await client.get("/conta")).text
+    assert "ana@exemplo.com.br" in account and SENDER not in account
+
+
+async def test_issuing_a_new_link_replaces_the_old_one(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    """One live link per invite: without ``replace_links`` in ``issue`` both would answer."""
+    public_id, old = await invited(client, settings, smtp)
+    invite = await invite_row(db, public_id)
+
+    new = "/c/" + await invite_links.issue(db, invite)
+
+    assert (await anonymous_client.get(old)).status_code == 410
+    assert "substituído" in (await anonymous_client.get(old)).text
+    fresh = await anonymous_client.get(new)
+    assert fresh.status_code == 200
+    token = page_token(fresh.text)
+    pressed_old = await anonymous_client.post(f"{old}/aceitar", data={"csrf_token": token})
+    assert pressed_old.status_code == 410
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
