@@ -85,6 +85,9 @@ async def test_the_mail_carries_a_random_link_only_its_hash_is_stored_and_the_me
         stored = (await conn.execute(select(links_table))).all()
     assert len(stored) == 1 and token not in str(stored)
     assert (await invite_row(db, public_id)).message == "Vem para o churrasco!\nSábado às 13h."
+    mine = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
+    assert mine["mensagem_pessoal"] == "Vem para o churrasco!\nSábado às 13h."
+    assert "Sua mensagem:" in (await client.get(f"/convites/{public_id}")).text
 
 
 async def test_opening_the_link_shows_who_invites_the_message_and_two_buttons_and_records_nothing(

@@ -232,6 +232,7 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         "tentativa": invite.attempt,
         "erro": invite.error,
         "mensagem": text.message,
+        "mensagem_pessoal": invite.message,  # the sender's Mensagem, as typed
         "criado_em": iso(invite.created_at),
         "atualizado_em": iso(invite.updated_at),
         "enviado_em": iso(invite.sent_at),
