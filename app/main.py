@@ -33,7 +33,7 @@ from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
 from app.sessions import SessionLookups
 from app.snapshots import Snapshots
-from app.web import corrections, events, health, invites, mailbox, signin
+from app.web import batch_stream, batches, corrections, events, health, invites, mailbox, signin
 from app.web.common import error_response, signed_in_account
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
@@ -198,6 +198,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         *signin.routes(),
         Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
+        *batches.routes(),
+        Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),
@@ -216,7 +218,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Middleware(HostCheckMiddleware, allowed=allowed_hosts(settings)),
         Middleware(CorrelationIdMiddleware),
         Middleware(SecurityHeadersMiddleware),
-        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(
+            BodyLimitMiddleware,
+            max_bytes=settings.max_body_bytes,
+            larger=(("/lotes", max(settings.batch_max_bytes, settings.max_body_bytes)),),
+        ),
         Middleware(
             SchemeAwareSessionMiddleware,
             secret_key=settings.secret_key,

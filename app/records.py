@@ -52,6 +52,7 @@ class Invite:
     kind: str  # INVITE or SIGNIN_MAIL
     sender_name: str | None  # who the invitation names (None on anonymous-era rows)
     sender_email: str | None
+    batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -122,6 +123,7 @@ class NewInvite:
     kind: str = INVITE
     sender_name: str | None = None
     sender_email: str | None = None
+    batch_id: int | None = None
 
 
 def new_public_id() -> str:

@@ -97,6 +97,7 @@ async def _insert_new(
                 "kind": request.kind,
                 "sender_name": request.sender_name,
                 "sender_email": request.sender_email,
+                "batch_id": request.batch_id,
             }
             for request in requests
         ],
