@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -52,3 +54,22 @@ async def send_reviewed(
 
 def addresses(count: int, prefix: str = "pessoa") -> str:
     return "\n".join(f"{prefix}{n}@exemplo.com" for n in range(count))
+
+
+@dataclass
+class Sse:
+    event: str
+    data: str
+
+
+async def read_events(response: httpx.Response) -> AsyncIterator[Sse]:
+    """The named events of a server-sent event stream, as they arrive."""
+    fields: dict[str, list[str]] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "event" in fields:
+                yield Sse(fields["event"][0], "\n".join(fields.get("data", [])))
+            fields = {}
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name, []).append(value.removeprefix(" "))

@@ -258,6 +258,8 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "STREAMS_PER_PROCESS": str(settings.streams_per_process),
             "STREAM_MAX_SECONDS": str(settings.stream_max_seconds),
             "STATUS_SNAPSHOT_SECONDS": str(settings.status_snapshot_seconds),
+            "BATCH_MAX_ROWS": str(settings.batch_max_rows),
+            "BATCH_ANNOUNCE_SECONDS": str(settings.batch_announce_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )
