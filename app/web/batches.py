@@ -226,7 +226,8 @@ async def send(request: Request) -> Response:
         return await _review_page(request, await _rereview(request, found), 409, CHANGED)
     log.info("batch accepted", extra={"batch": written.batch.public_id, "size": len(requests)})
     await request.state.publisher.publish_or_leave(written.changes)
-    await request.state.announcer.announce_all(written.changes)
+    # One wake-up rings the sender's pages; each re-reads every new event from the database.
+    await request.state.announcer.announce(written.changes[-1] if written.changes else None)
     location = str(URL(f"/lotes/{written.batch.public_id}"))
     if wants_json(request):
         body = {"id": written.batch.public_id, "tamanho": len(requests), "url": location}
