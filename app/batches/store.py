@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from sqlalchemy import func, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,7 +32,7 @@ class Batch:
     public_id: str
     sender_id: str
     size: int
-    created_at: object
+    created_at: datetime
 
 
 @dataclass(frozen=True)
