@@ -32,8 +32,11 @@ async def batched(db: Database) -> int:
 async def test_the_no_js_path_review_send_and_follow_the_batch_to_the_end(
     client: httpx.AsyncClient, settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
+    home = await client.get("/")
+    assert '<a href="/lotes/novo">Convidar várias pessoas</a>' in home.text
     review = await review_text(client, addresses(3) + "\nnao-e-email")
     assert "Enviar 3 convites" in review.text
+    assert "<script" not in review.text.split("</head>")[1]  # a plain form: no JS needed
 
     sent = await send_reviewed(client, review.text)
 
