@@ -114,6 +114,9 @@ class Settings:
     stream_max_seconds: float = 3600.0
     metrics_token: str | None = None
     status_snapshot_seconds: float = 2.0
+    batch_max_rows: int = 1000
+    batch_max_bytes: int = 2 * 1024 * 1024
+    batch_announce_seconds: float = 10.0
     allowed_hosts: tuple[str, ...] = ()
     invite_ttl_seconds: int = 7 * 24 * 3600
     trusted_proxies: tuple[Network, ...] = (
@@ -340,7 +343,8 @@ def _read(env: Mapping[str, str]) -> Settings:
         sends_per_address_per_minute=_parse(
             env, "SENDS_PER_ADDRESS_PER_MINUTE", "120", _positive_int
         ),
-        sends_per_sender_per_day=_parse(env, "SENDS_PER_SENDER_PER_DAY", "500", _positive_int),
+        # A full batch (BATCH_MAX_ROWS) fits in a day, with room for single invites besides.
+        sends_per_sender_per_day=_parse(env, "SENDS_PER_SENDER_PER_DAY", "1500", _positive_int),
         streams_per_sender=_parse(env, "STREAMS_PER_SENDER", "10", _positive_int),
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
@@ -365,6 +369,9 @@ def _read(env: Mapping[str, str]) -> Settings:
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
         status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
+        batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),
+        batch_max_bytes=_parse(env, "BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int),
+        batch_announce_seconds=_parse(env, "BATCH_ANNOUNCE_SECONDS", "10", _positive_float),
         allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
         invite_ttl_seconds=_parse(env, "INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int),
         trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),

@@ -36,6 +36,8 @@ from app.snapshots import Snapshots
 from app.status import CANCELLABLE, RESENDABLE
 from app.web import (
     answers,
+    batch_stream,
+    batches,
     cancelling,
     corrections,
     events,
@@ -215,6 +217,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
         Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
         *answers.routes(),
+        *batches.routes(),
+        Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),
         Mount("/static", static, name="static"),
@@ -233,7 +237,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Middleware(HostCheckMiddleware, allowed=allowed_hosts(settings)),
         Middleware(CorrelationIdMiddleware),
         Middleware(SecurityHeadersMiddleware),
-        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(
+            BodyLimitMiddleware,
+            max_bytes=settings.max_body_bytes,
+            larger=(("/lotes", max(settings.batch_max_bytes, settings.max_body_bytes)),),
+        ),
         Middleware(
             SchemeAwareSessionMiddleware,
             secret_key=settings.secret_key,

@@ -58,6 +58,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+#: Many invites sent at once (``app.batches``): who sent them, and how many.
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("public_id", String(32), nullable=False),
+    Column("sender_id", String(64), nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("public_id", name="uq_batches_public_id"),
+    Index("ix_batches_sender_id", "sender_id", "id"),
+)
+
 invites = Table(
     "invites",
     metadata,
@@ -84,10 +97,13 @@ invites = Table(
     Column("sender_email", String(254)),
     # The sender's optional Mensagem (plain text, escaped wherever it is shown).
     Column("message", Text),
+    # The batch it was sent in (``app.batches``), if any: its row then updates silently.
+    Column("batch_id", Id, ForeignKey("batches.id")),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
     Index("ix_invites_sender_email", "sender_id", "email"),
     Index("ix_invites_email_created_at", "email", "created_at"),
+    Index("ix_invites_batch_id", "batch_id", "id"),
 )
 
 invite_events = Table(

@@ -110,13 +110,25 @@ def send_limits(settings: Settings, sender_id: str, address: str, recipient: str
             settings.sends_per_sender_per_day,
             DAY,
         ),
-        Limit(
-            "recipient_day",
-            f"{PREFIX}:envio:destinatario:{same_address(recipient)}:dia",
-            settings.invites_per_recipient_per_day,
-            DAY,
-        ),
+        recipient_limit(settings, recipient),
     ]
+
+
+def recipient_limit(settings: Settings, recipient: str) -> Limit:
+    """How many invites one address receives a day, from every sender together."""
+    return Limit(
+        "recipient_day",
+        f"{PREFIX}:envio:destinatario:{same_address(recipient)}:dia",
+        settings.invites_per_recipient_per_day,
+        DAY,
+    )
+
+
+def batch_limits(settings: Settings, sender_id: str, recipients: list[str]) -> list[Limit]:
+    """What a batch counts against: the sender's day (by its size) and each recipient's day.
+    The per-minute limits are for single invites: a reviewed batch is one deliberate act."""
+    sender_day = send_limits(settings, sender_id, "", "")[2]
+    return [sender_day, *(recipient_limit(settings, email) for email in recipients)]
 
 
 #: Every worker counts each send here: past ``SENDS_PER_HOUR`` new sends wait as ``pendente``.
@@ -181,6 +193,75 @@ async def take(redis: Redis, limits: list[Limit]) -> Refusal | None:
     refused = limits[int(index) - 1]
     log.info("rate limit reached", extra={"limit": refused.kind})
     return Refusal(refused, max(1, int(ttl)))
+
+
+# KEYS: the counters; ARGV: limit, window seconds and amount for each key, in order.
+# Returns 0 when every counter had room for its amount (and all were counted), else the 1-based
+# index of the first counter without room, the seconds left in its window, and its room left.
+_TAKE_MANY = """
+for i, key in ipairs(KEYS) do
+  local limit = tonumber(ARGV[3 * i - 2])
+  local used = tonumber(redis.call('GET', key) or '0')
+  if used + tonumber(ARGV[3 * i]) > limit then
+    local ttl = redis.call('TTL', key)
+    if ttl < 1 then ttl = tonumber(ARGV[3 * i - 1]) end
+    return {i, ttl, math.max(0, limit - used)}
+  end
+end
+for i, key in ipairs(KEYS) do
+  if redis.call('INCRBY', key, tonumber(ARGV[3 * i])) == tonumber(ARGV[3 * i]) then
+    redis.call('EXPIRE', key, tonumber(ARGV[3 * i - 1]))
+  end
+end
+return {0, 0, 0}
+"""
+
+
+@dataclass(frozen=True)
+class ManyRefusal:
+    """A whole batch refused: which limit, when its window ends, and how many would fit."""
+
+    limit: Limit
+    retry_after: int
+    room: int
+
+
+async def take_many(redis: Redis, wanted: list[tuple[Limit, int]]) -> ManyRefusal | None:
+    """Count ``amount`` on every limit, or nothing anywhere if any lacks the room (then say
+    which, and how much room it has). Fails open like ``take``."""
+    merged: dict[str, tuple[Limit, int]] = {}
+    for limit, amount in wanted:  # one address twice in a list counts twice on one key
+        previous = merged.get(limit.key)
+        merged[limit.key] = (limit, amount + (previous[1] if previous else 0))
+    pairs = list(merged.values())
+    args: list[str] = []
+    for limit, amount in pairs:
+        args += [str(limit.limit), str(limit.window_seconds), str(amount)]
+    try:
+        index, ttl, room = await cast(
+            Awaitable[list[int]],
+            redis.eval(_TAKE_MANY, len(pairs), *(limit.key for limit, _ in pairs), *args),
+        )
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; batch allowed", extra={"error": str(exc)})
+        return None
+    if index == 0:
+        return None
+    refused = pairs[int(index) - 1][0]
+    log.info("rate limit reached by a batch", extra={"limit": refused.kind})
+    return ManyRefusal(refused, max(1, int(ttl)), int(room))
+
+
+async def used(redis: Redis, limits: list[Limit]) -> list[int]:
+    """How much of each limit its current window has used (0 when Redis does not answer)."""
+    if not limits:
+        return []
+    try:
+        values = await redis.mget([limit.key for limit in limits])
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; counts unknown", extra={"error": str(exc)})
+        return [0] * len(limits)
+    return [int(value or 0) for value in values]
 
 
 class TooManyStreams(Exception):

@@ -53,6 +53,7 @@ class Invite:
     sender_name: str | None  # who the invitation names (None on anonymous-era rows)
     sender_email: str | None
     message: str | None = None  # the sender's optional Mensagem, plain text
+    batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -124,6 +125,7 @@ class NewInvite:
     sender_name: str | None = None
     sender_email: str | None = None
     message: str | None = None
+    batch_id: int | None = None
 
 
 def new_public_id() -> str:

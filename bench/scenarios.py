@@ -35,11 +35,12 @@ class Sizes:
     live_streams: int
     live_tabs: int
     timeout: float
+    batch_rows: int = 1000  # bench.batch: the rows of each reviewed and accepted batch
 
 
 FULL = Sizes(5, 3, 5000, 20, 10, 10_000, 1000, 100, 240)
 QUICK = Sizes(1, 2, 500, 20, 3, 1000, 100, 10, 40)
-TINY = Sizes(1, 1, 40, 20, 1, 60, 6, 2, 30)
+TINY = Sizes(1, 1, 40, 20, 1, 60, 6, 2, 30, 50)
 
 
 def pct(values: list[float], q: float) -> float:

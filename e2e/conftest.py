@@ -38,6 +38,7 @@ from tests.services import (
 from tests.signing_in import sign_in_browser
 
 SLOW_AFTER_SECONDS = 3
+BATCH_ANNOUNCE_SECONDS = 2  # a batch page's progress, at most this often (e2e/test_batches_…)
 RECORDER = (Path(__file__).parent / "recorder.js").read_text()
 
 
@@ -115,6 +116,7 @@ def running_stack(
         redis_server.url,
         smtp_server.port,
         SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
+        BATCH_ANNOUNCE_SECONDS=BATCH_ANNOUNCE_SECONDS,
         WORKER_HEARTBEAT_SECONDS=1,
         # Every browser context signs in from 127.0.0.1: the per-network hourly limit is for
         # people, not for a suite (tests/test_rate_limits.py proves it).

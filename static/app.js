@@ -292,6 +292,77 @@
     }
     if (message.type === "convite") placeRow(message.data, false);
     if (message.type === "aviso") placeNotice(message.data);
+    if (message.type === "lote") placeBatchSummary(message.data);
+  }
+
+  // --- batches ----------------------------------------------------------------------------
+
+  // A batch's rows are silent; its summary (#lote-resumo, computed from the database) is the
+  // only speech: progress at most every data-intervalo seconds in any tab, failures summed up
+  // through the alert region, one summary at the end. What was said is remembered per batch in
+  // localStorage, so a reload or another tab repeats nothing.
+  function batchMark(batch) {
+    return stored("lote:" + batch) || { at: 0 };
+  }
+
+  function sayBatch(summary, ownMark) {
+    var batch = summary.dataset.lote;
+    var key = summary.dataset.chave;
+    var failures = Number(summary.dataset.falhasN || 0);
+    var mark = ownMark || batchMark(batch);
+    var gap = Number(summary.dataset.intervalo || 10) * 1000;
+    var now = Date.now();
+    var spoken = [];
+    if (summary.dataset.final === "sim") {
+      if (mark.fim !== key) spoken.push(["status", summary.dataset.progresso]);
+      mark.fim = key;
+      mark.falhas = failures;
+    } else {
+      if (mark.chave !== key && now - (mark.at || 0) >= gap - 250) {
+        spoken.push(["status", summary.dataset.progresso]);
+        mark.chave = key;
+        mark.at = now;
+      }
+      if (failures > (mark.falhas || 0) && summary.dataset.falhas) {
+        spoken.push(["alert", summary.dataset.falhas]);
+        mark.falhas = failures;
+      }
+    }
+    remember("lote:" + batch, mark);
+    spoken.forEach(function (item) { say(item[0], item[1]); });
+  }
+
+  function placeBatchSummary(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    var incoming = template.content.querySelector("#lote-resumo");
+    var existing = byId("lote-resumo");
+    if (!incoming || !existing) return;
+    existing.replaceWith(incoming);
+    if (document.visibilityState === "hidden") return;
+    exclusively("lote:" + incoming.dataset.lote + ":" + incoming.dataset.chave, function () {
+      sayBatch(incoming, null);
+    });
+  }
+
+  // On load the page's own summary is what the person sees, not news: mark it as said. The
+  // first visit after sending ("?novo=1") says "Recebemos N convites, enviando…" once.
+  function loadBatchPage() {
+    var summary = byId("lote-resumo");
+    if (!summary) return;
+    var batch = summary.dataset.lote;
+    var mark = batchMark(batch);
+    var received = byId("lote-recebido");
+    var first = received && received.dataset.falar && !mark.recebido;
+    if (summary.dataset.final === "sim") mark.fim = summary.dataset.chave;
+    mark.falhas = Math.max(mark.falhas || 0, Number(summary.dataset.falhasN || 0));
+    if (first) {
+      mark.recebido = true;
+      mark.at = Date.now();
+    }
+    mark.chave = mark.chave || summary.dataset.chave;
+    remember("lote:" + batch, mark);
+    if (first) say("status", received.dataset.falar);
   }
 
   function placeNotice(html) {
@@ -376,5 +447,9 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("li.convite").forEach(watchSlow);
+    loadBatchPage();
+    // GOV.UK's error summary takes focus, so the person hears what to fix first.
+    var problems = document.querySelector("[data-foco-ao-carregar]");
+    if (problems) problems.focus();
   });
 })();

@@ -261,6 +261,8 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SIGNIN_LINKS_PER_CLIENT_PER_HOUR": str(settings.signin_links_per_client_per_hour),
             "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR": str(settings.signin_links_per_address_per_hour),
             "INVITE_TTL_SECONDS": str(settings.invite_ttl_seconds),
+            "BATCH_MAX_ROWS": str(settings.batch_max_rows),
+            "BATCH_ANNOUNCE_SECONDS": str(settings.batch_announce_seconds),
             "PYTHONPATH": str(ROOT),
         }
     )

@@ -171,6 +171,7 @@ class _Script:
     default_reply: str = "250 2.0.0 OK"
     stalled: bool = False
     stall_at: str = "data"  # or "rcpt": before any of the message is handed over
+    data_seconds: float = 0.0  # each DATA takes this long (a slow but working server)
     received: list[Received] = field(default_factory=list)
     data_started: int = 0
 
@@ -243,6 +244,10 @@ class ScriptedSmtp:
         with self.lock:
             self.script.default_reply = reply
 
+    def slow(self, seconds: float) -> None:
+        """Each DATA from now on takes ``seconds`` before its reply (a slow, working server)."""
+        self.script.data_seconds = seconds
+
     def stall(self, on: bool = True, at: str = "data") -> None:
         self.script.stall_at = at
         self.script.stalled = on
@@ -281,6 +286,8 @@ class ScriptedSmtp:
             script.data_started += 1
         while script.stalled and script.stall_at == "data":
             await asyncio.sleep(0.05)
+        if script.data_seconds:
+            await asyncio.sleep(script.data_seconds)
         with self.lock:
             reply = script.data_replies.popleft() if script.data_replies else script.default_reply
             if reply.startswith("250"):

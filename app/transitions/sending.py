@@ -98,6 +98,7 @@ async def _insert_new(
                 "sender_name": request.sender_name,
                 "sender_email": request.sender_email,
                 "message": request.message,
+                "batch_id": request.batch_id,
             }
             for request in requests
         ],

@@ -172,7 +172,10 @@ CONNECTION_LOST = "Não conseguimos falar com o servidor. Confira sua conexão e
 
 
 def seconds_until_slow(invite: Invite, now: datetime, slow_after_seconds: float) -> float | None:
-    """For a ``pendente`` row not yet slow: when the page should ask again (a client timer)."""
+    """For a ``pendente`` row not yet slow: when the page should ask again (a client timer).
+    Never for a batch's row: a thousand timers would ask at once; its stream brings changes."""
+    if invite.batch_id is not None:
+        return None
     if invite.status != Status.PENDENTE or is_slow(invite, now, slow_after_seconds):
         return None
     waiting_since = invite.next_attempt_at or invite.created_at
@@ -185,7 +188,12 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
 
     Failures go to the ``alert`` region with their reason; ``enviando`` is not announced (it is
     a moment between "Recebemos" and the verdict, and would only crowd the status region).
+    A batch's rows are silent on every page while it is sent, and when it expires or is
+    cancelled (the batch page sums them up, ``app.batches``); an invitee's answer is a person's
+    act, one at a time, and is heard like any other invite's.
     """
+    if invite.batch_id is not None and invite.status not in (Status.ACEITO, Status.RECUSADO):
+        return "", ""
     if invite.status in (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO):
         return f"{text.message} {text.detail}", "alert"
     if invite.status == Status.ENVIANDO:

@@ -27,16 +27,26 @@ class BodyLimitMiddleware:
     the CSRF check) stops there, and the answer is a 413 — nothing was written.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, larger: tuple[tuple[str, int], ...] = ()
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger  # (path prefix, limit): a batch's upload is bigger than a form
+
+    def _limit_for(self, path: str) -> int:
+        for prefix, limit in self.larger:
+            if path.startswith(prefix):
+                return limit
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self._limit_for(scope["path"])
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
             await self._refuse(scope, receive, send, declared)
             return
         received = 0
@@ -47,7 +57,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > max_bytes:
                     raise BodyTooLarge()
             return message
 
@@ -61,7 +71,7 @@ class BodyLimitMiddleware:
         except BodyTooLarge:
             if started:
                 raise
-            await self._refuse(scope, receive, send, f">{self.max_bytes}")
+            await self._refuse(scope, receive, send, f">{max_bytes}")
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         log.warning("request body too large", extra={"path": scope["path"], "content_length": size})

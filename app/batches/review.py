@@ -1,0 +1,163 @@
+"""Each row's verdict before anything is written: the review a person reads row by row.
+
+The checks are the single form's (``app.validation``), plus what only a list can have: a row
+repeated in it, an address this sender already invited (still on its way), one that bounced
+before, and one that has reached its per-recipient limit today.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from redis.asyncio import Redis
+from sqlalchemy import select
+
+from app import ratelimit
+from app.batches.parse import Row
+from app.config import Settings
+from app.db import Database
+from app.models import invites
+from app.records import INVITE, Invite, record_from
+from app.status import ON_ITS_WAY, Status
+from app.validation import check_email, check_name, same_address
+
+
+class Verdict(StrEnum):
+    OK = "ok"
+    UNREADABLE = "ilegivel"
+    INVALID = "invalido"
+    REPEATED = "repetido"
+    ALREADY_INVITED = "ja_convidado"
+    BOUNCED = "devolvido_antes"
+    OVER_LIMIT = "limite_destinatario"
+
+
+#: How each verdict is counted at the top of the review (pt-BR), in this order.
+VERDICT_LABELS = {
+    Verdict.OK: "Prontos para enviar",
+    Verdict.INVALID: "Endereço ou nome inválido",
+    Verdict.UNREADABLE: "Linhas que não conseguimos ler",
+    Verdict.REPEATED: "Repetidos nesta lista",
+    Verdict.ALREADY_INVITED: "Já convidados por você",
+    Verdict.BOUNCED: "Devolvidos antes",
+    Verdict.OVER_LIMIT: "No limite diário do destinatário",
+}
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """One row and its verdict; ``email``/``name`` are what would be sent (checked forms)."""
+
+    row: Row
+    verdict: Verdict
+    message: str
+    email: str | None = None
+    name: str | None = None
+    existing: Invite | None = None  # the invite already on its way, or the one that bounced
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == Verdict.OK
+
+
+@dataclass(frozen=True)
+class Review:
+    """Every row with its verdict, and the counts the page shows at the top."""
+
+    rows: list[Reviewed]
+
+    @property
+    def ok_rows(self) -> list[Reviewed]:
+        return [row for row in self.rows if row.ok]
+
+    @property
+    def problems(self) -> list[Reviewed]:
+        return [row for row in self.rows if not row.ok]
+
+    @property
+    def counts(self) -> list[tuple[Verdict, str, int]]:
+        found = Counter(row.verdict for row in self.rows)
+        return [(v, label, found[v]) for v, label in VERDICT_LABELS.items() if found[v]]
+
+
+def _checked(row: Row) -> Reviewed:
+    if row.problem is not None:
+        return Reviewed(row, Verdict.UNREADABLE, row.problem)
+    email, email_error = check_email(row.email, "Esta linha não tem e-mail.")
+    name, name_error = check_name(row.name)
+    if email_error or name_error or email is None:
+        return Reviewed(row, Verdict.INVALID, " ".join(e for e in (email_error, name_error) if e))
+    return Reviewed(row, Verdict.OK, "Pronto para enviar.", email, name)
+
+
+async def _earlier_invites(
+    db: Database, sender_id: str, emails: Sequence[str]
+) -> tuple[dict[str, Invite], dict[str, Invite]]:
+    """This sender's invites to these addresses: those on their way, and those that bounced."""
+    if not emails:
+        return {}, {}
+    query = select(invites).where(
+        invites.c.sender_id == sender_id,
+        invites.c.kind == INVITE,
+        invites.c.email.in_(list(set(emails))),
+        invites.c.status.in_([s.value for s in (*ON_ITS_WAY, Status.DEVOLVIDO)]),
+    )
+    async with db.read() as conn:
+        found = [record_from(Invite, row) for row in (await conn.execute(query)).all()]
+    on_the_way = {i.email: i for i in found if i.status in ON_ITS_WAY}
+    bounced = {i.email: i for i in found if i.status == Status.DEVOLVIDO}
+    return on_the_way, bounced
+
+
+def _repeats(rows: list[Reviewed]) -> list[Reviewed]:
+    first_line: dict[str, int] = {}
+    out = []
+    for item in rows:
+        if item.ok and item.email is not None:
+            key = same_address(item.email)
+            if key in first_line:
+                message = f"Repetido nesta lista (já está na linha {first_line[key]})."
+                item = Reviewed(item.row, Verdict.REPEATED, message, item.email, item.name)
+            else:
+                first_line[key] = item.row.line
+        out.append(item)
+    return out
+
+
+def _against_history(
+    item: Reviewed, on_the_way: dict[str, Invite], bounced: dict[str, Invite], full: set[str]
+) -> Reviewed:
+    if not item.ok or item.email is None:
+        return item
+    if item.email in on_the_way:
+        invite = on_the_way[item.email]
+        message = f"Você já convidou este endereço; o convite está {invite.status.value}."
+        return Reviewed(item.row, Verdict.ALREADY_INVITED, message, item.email, item.name, invite)
+    if item.email in bounced:
+        message = "Um convite seu para este endereço voltou (devolvido). Confira o endereço."
+        invite = bounced[item.email]
+        return Reviewed(item.row, Verdict.BOUNCED, message, item.email, item.name, invite)
+    if same_address(item.email) in full:
+        message = "Este endereço já recebeu o máximo de convites hoje, de todos os remetentes."
+        return Reviewed(item.row, Verdict.OVER_LIMIT, message, item.email, item.name)
+    return item
+
+
+async def review(
+    db: Database, redis: Redis, settings: Settings, sender_id: str, rows: Sequence[Row]
+) -> Review:
+    """Every row's verdict, in the order given (one database read and one Redis read)."""
+    checked = _repeats([_checked(row) for row in rows])
+    emails = [item.email for item in checked if item.ok and item.email is not None]
+    on_the_way, bounced = await _earlier_invites(db, sender_id, emails)
+    limits = [ratelimit.recipient_limit(settings, email) for email in emails]
+    counts = await ratelimit.used(redis, limits)
+    full = {
+        same_address(email)
+        for email, count, limit in zip(emails, counts, limits, strict=True)
+        if count >= limit.limit
+    }
+    return Review([_against_history(item, on_the_way, bounced, full) for item in checked])

@@ -1,0 +1,169 @@
+"""The ``batches`` table: a whole batch written in one transaction, and what its page reads.
+
+A batch's invites, their events and outbox rows are written by ``app.transitions``'
+``create_invites`` (the same four statements as any invite) inside the batch's own group
+commit, after the ``batches`` row. The duplicate check runs first, in that transaction: if any
+address is already on its way, nothing at all is written and the caller is told which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy import func, insert, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app import queries
+from app.clock import utcnow
+from app.db import Database
+from app.models import batches, invite_events, invites
+from app.records import INVITE, Change, Invite, NewInvite, new_public_id, record_from
+from app.status import ON_ITS_WAY, Status
+from app.transitions import create_invites
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One row of ``batches``."""
+
+    id: int
+    public_id: str
+    sender_id: str
+    size: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class NewBatch:
+    """What a send asks for: every invite of one batch (all of one sender)."""
+
+    sender_id: str
+    requests: tuple[NewInvite, ...]
+
+
+@dataclass(frozen=True)
+class Written:
+    """A batch committed: its row and every invite's change (publish them)."""
+
+    batch: Batch
+    changes: list[Change]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Nothing written: these addresses already have an invite of this sender on its way."""
+
+    existing: list[Invite]
+
+
+class _BatchRaced(RuntimeError):
+    """A duplicate appeared between the check and the insert: roll everything back."""
+
+
+async def _on_their_way(conn: AsyncConnection, batch: NewBatch) -> list[Invite]:
+    pairs = list({(r.sender_id, r.email) for r in batch.requests})
+    rows = await conn.execute(
+        select(invites).where(
+            tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
+            invites.c.kind == INVITE,
+            invites.c.status.in_([status.value for status in ON_ITS_WAY]),
+        )
+    )
+    return [record_from(Invite, row) for row in rows.all()]
+
+
+async def _write_one(conn: AsyncConnection, batch: NewBatch) -> Written | Conflict:
+    existing = await _on_their_way(conn, batch)
+    if existing:
+        return Conflict(existing)
+    now = utcnow()
+    public_id = new_public_id()
+    batch_id = (
+        await conn.execute(
+            insert(batches).returning(batches.c.id),
+            {
+                "public_id": public_id,
+                "sender_id": batch.sender_id,
+                "size": len(batch.requests),
+                "created_at": now,
+            },
+        )
+    ).scalar_one()
+    requests = [replace(request, batch_id=int(batch_id)) for request in batch.requests]
+    results = await create_invites(conn, requests)
+    changes = [result for result in results if isinstance(result, Change)]
+    if len(changes) != len(results):
+        raise _BatchRaced("a duplicate appeared inside the batch's own transaction")
+    row = Batch(int(batch_id), public_id, batch.sender_id, len(requests), now)
+    return Written(row, changes)
+
+
+async def _write_batches(
+    conn: AsyncConnection, asked: Sequence[NewBatch]
+) -> list[Written | Conflict]:
+    return [await _write_one(conn, batch) for batch in asked]
+
+
+async def write_batch(db: Database, batch: NewBatch) -> Written | Conflict:
+    """Write the batch row and all its invites, events and outbox rows in one transaction
+    (group commit), or nothing when any address is already on its way (``Conflict``)."""
+    return await db.write_many(_write_batches, batch)
+
+
+async def get_batch(db: Database, sender_id: str, public_id: str) -> Batch | None:
+    """The sender's batch, or ``None``: someone else's batch does not exist for them."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(batches).where(
+                    batches.c.public_id == public_id, batches.c.sender_id == sender_id
+                )
+            )
+        ).first()
+    return record_from(Batch, row) if row else None
+
+
+@dataclass(frozen=True)
+class BatchRows:
+    """A batch's invites (oldest first), each one's newest event id, and the stream cursor."""
+
+    invites: list[Invite]
+    event_ids: dict[int, int]
+    cursor: int
+
+
+async def batch_rows(db: Database, batch: Batch, status: Status | None = None) -> BatchRows:
+    """The batch's invites (only those in ``status``, if given), read after the cursor."""
+    query = select(invites).where(invites.c.batch_id == batch.id)
+    if status is not None:
+        query = query.where(invites.c.status == status.value)
+    cursor = await queries.last_event_id(db, batch.sender_id)
+    async with db.read() as conn:
+        found = [
+            record_from(Invite, row)
+            for row in (await conn.execute(query.order_by(invites.c.id))).all()
+        ]
+        newest = (
+            await conn.execute(
+                select(invite_events.c.invite_id, func.max(invite_events.c.id))
+                .join(invites, invites.c.id == invite_events.c.invite_id)
+                .where(invites.c.batch_id == batch.id)
+                .group_by(invite_events.c.invite_id)
+            )
+        ).all()
+    return BatchRows(found, {int(i): int(e) for i, e in newest}, cursor)
+
+
+async def status_counts(db: Database, batch_id: int) -> dict[Status, int]:
+    """How many of the batch's invites are in each status now (one grouped read)."""
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(invites.c.status, func.count())
+                .where(invites.c.batch_id == batch_id)
+                .group_by(invites.c.status)
+            )
+        ).all()
+    return {Status(status): int(count) for status, count in rows}

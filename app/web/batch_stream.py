@@ -1,0 +1,156 @@
+"""``GET /lotes/{id}/eventos``: a batch page's live stream.
+
+The same stream as ``GET /convites/eventos`` (``app.web.events.Stream``: the cursor, the
+settle rule, the caps, the paused notice), narrowed to one batch's rows, plus ``lote`` events:
+the batch's counters and the one sentence to say, computed from the database, at most every
+``BATCH_ANNOUNCE_SECONDS`` while the batch is sending, and at once when it is finished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import cast
+
+import anyio
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app import queries
+from app.batches import progress, store
+from app.batches.store import Batch
+from app.live.hub import Wakeup
+from app.records import INVITE, Invite
+from app.web.common import db_of, error_response
+from app.web.events import (
+    PING_SECONDS,
+    RECONNECT_MILLISECONDS,
+    SEND_TIMEOUT_SECONDS,
+    SHUTDOWN_GRACE_SECONDS,
+    Stream,
+    cursor_from,
+)
+from app.web.identity import identify
+from app.web.params import BadParameter
+from app.web.stream_caps import StreamRefused, take_stream_slots
+
+#: ``queries.events_since`` reads at most this many at a time; a batch writes many more.
+READ_SIZE = 500
+
+
+class BatchStream(Stream):
+    """One batch page's stream: its rows as they change, and its throttled summaries."""
+
+    def __init__(self, request: Request, cursor: int | None, batch: Batch) -> None:
+        super().__init__(request, cursor, batch.sender_id, INVITE)
+        self.batch = batch
+        self.throttle = progress.Throttle(self.settings.batch_announce_seconds)
+        self.dirty = False  # rows changed since the last summary sent
+
+    async def snapshot(self) -> list[ServerSentEvent]:
+        newest = await queries.last_event_id(self.db, self.sender)
+        await self.cursor.start_at_snapshot(self.db, self.sender, newest)
+        rows = await store.batch_rows(self.db, self.batch)
+        return [self.row_event(row, rows.event_ids.get(row.id, 0)) for row in rows.invites]
+
+    async def changes(self) -> list[ServerSentEvent]:
+        """Each of the batch's invites changed since the cursor, once, as it is now."""
+        newest: dict[int, tuple[int, Invite]] = {}
+        while True:
+            assert self.cursor.position is not None
+            position = self.cursor.position
+            pairs = await queries.events_since(self.db, self.sender, position, READ_SIZE)
+            for event, invite in pairs:
+                if invite.batch_id == self.batch.id and self.cursor.is_new(event.id):
+                    newest[invite.id] = (event.id, invite)
+            self.cursor.advance([event for event, _ in pairs])
+            # A short read is the end; on PostgreSQL an unsettled tail may hold the cursor.
+            if len(pairs) < READ_SIZE or self.cursor.position == position:
+                break
+        ordered = sorted(newest.values(), key=lambda pair: pair[0])
+        return [self.row_event(invite, event_id) for event_id, invite in ordered]
+
+    async def summary(self) -> ServerSentEvent | None:
+        """The batch's summary, when rows changed and it may speak (or the batch is done)."""
+        if not self.dirty:
+            return None
+        counts = await store.status_counts(self.db, self.batch.id)
+        summary = progress.summarize(self.batch.size, counts)
+        if not (summary.finished or self.throttle.ready()):
+            return None
+        self.dirty = False
+        self.throttle.spoke()
+        template = self.templates.get_template("_lote_resumo.html")
+        html = template.render(batch=self.batch, summary=summary, settings=self.settings)
+        return ServerSentEvent(data=html, event="lote")
+
+    async def rest(self, wakeup: Wakeup) -> bool:
+        self.shutdown.wakeup = wakeup
+        if self.ending:
+            return True
+        remaining = max(0.0, self.ends_at - time.monotonic())
+        period = min(self.settings.worker_heartbeat_seconds, remaining)
+        if self.dirty:  # a summary is due when the throttle allows it
+            period = min(period, self.throttle.wait() + 0.05)
+        return await wakeup.wait(period)
+
+    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
+        yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
+        if self.cursor.position is None:
+            for event in await self.snapshot():
+                yield event
+        rang = True
+        while not self.ending:
+            if rang:
+                rows = await self.changes()
+                self.dirty = self.dirty or bool(rows)
+                for event in rows:
+                    yield event
+            summary = await self.summary()
+            if summary is not None:
+                yield summary
+            notice = await self.notice()
+            if notice is not None:
+                yield notice
+            await self.keep_slot()
+            rang = await self.rest(wakeup)
+
+
+async def stream(request: Request) -> Response:
+    """GET /lotes/{id}/eventos: the signed-in sender's batch, live; anyone else's is 404."""
+    account = await identify(request)
+    batch = None
+    if account is not None:
+        batch = await store.get_batch(
+            db_of(request), account.public_id, request.path_params["public_id"]
+        )
+    if batch is None:
+        return error_response(request, 404, "Lote não encontrado.")
+    try:
+        live = BatchStream(request, cursor_from(request), batch)
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
+    try:
+        slot = await take_stream_slots(request, live.redis, live.sender)
+    except StreamRefused as exc:
+        return exc.response
+    live.slot = slot
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        try:
+            with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
+                async for event in live.events(wakeup):
+                    yield event
+        finally:
+            with anyio.CancelScope(shield=True):
+                await slot.release()
+
+    return EventSourceResponse(
+        generate(),
+        ping=PING_SECONDS,
+        send_timeout=SEND_TIMEOUT_SECONDS,
+        shutdown_event=cast(anyio.Event, live.shutdown),
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

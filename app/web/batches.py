@@ -1,0 +1,328 @@
+"""The batch pages: paste or upload (``/lotes/novo``), review every row (``/lotes/revisar``),
+send the ok rows (``POST /lotes``) and follow them (``/lotes/{id}``). Plain HTML forms: all
+of it works without JavaScript; the batch page adds live rows and summaries on top.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.datastructures import URL, UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from app import ratelimit
+from app.batches import parse, progress, store
+from app.batches.parse import Row, TooManyRows, UnreadableBatch
+from app.batches.review import Review, review
+from app.clock import utcnow
+from app.logs import correlation_id
+from app.records import NewInvite
+from app.status import Status
+from app.validation import check_message
+from app.web.common import (
+    db_of,
+    error_response,
+    render,
+    sender_id,
+    settings_of,
+    too_many_requests,
+    wants_json,
+)
+from app.web.forms import BadBody, wait_text
+from app.web.identity import signed_in
+
+log = logging.getLogger(__name__)
+
+NOTHING_GIVEN = "Cole os endereços no campo Endereços ou escolha uma planilha."
+CHANGED = (
+    "A lista mudou desde a revisão: algumas linhas não podem mais ser enviadas. "
+    "Nada foi enviado; confira a revisão abaixo."
+)
+
+
+@signed_in
+async def new(request: Request) -> Response:
+    """GET /lotes/novo: the text area, the file field, **Revisar**."""
+    return render(request, "lotes_novo.html", _form_context(request))
+
+
+def _form_context(
+    request: Request, error: str | None = None, text: str = "", message: str = ""
+) -> dict[str, Any]:
+    return {
+        "error": error,
+        "text": text,
+        "message": message,
+        "max_rows": settings_of(request).batch_max_rows,
+    }
+
+
+def _refused_form(
+    request: Request, status_code: int, error: str, text: str = "", message: str = ""
+) -> Response:
+    if wants_json(request):
+        return JSONResponse({"erro": error}, status_code=status_code)
+    context = _form_context(request, error, text, message)
+    return render(request, "lotes_novo.html", context, status_code=status_code)
+
+
+class Given:
+    """What the person sent: the rows, the pasted text and the **Mensagem** (as typed)."""
+
+    def __init__(self, rows: list[Row], text: str, message: object) -> None:
+        self.rows, self.text = rows, text
+        self.raw_message = message if isinstance(message, str) else ""
+        self.message, self.message_error = check_message(message)
+
+
+async def _rows_from(request: Request) -> Given:
+    """The rows the person gave (pasted text, or the uploaded sheet), the text and message."""
+    max_rows = settings_of(request).batch_max_rows
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            data = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            raise BadBody("O corpo da requisição não é um JSON válido.") from None
+        text = data.get("enderecos") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise BadBody('Envie um objeto JSON com "enderecos", um texto.')
+        rows = parse.check_size(parse.parse_pasted(text), max_rows)
+        return Given(rows, text, data.get("mensagem"))
+    async with request.form(max_part_size=settings_of(request).batch_max_bytes) as form:
+        text = form.get("enderecos")
+        text = text if isinstance(text, str) else ""
+        message = form.get("mensagem")
+        upload = form.get("planilha")
+        if isinstance(upload, UploadFile) and upload.filename:
+            data = await upload.read()
+            rows = parse.parse_upload(upload.filename, data, max_rows)
+            return Given(parse.check_size(rows, max_rows), text, message)
+        kept = form.get("linhas")
+        if isinstance(kept, str) and kept:
+            return Given(_kept_rows(kept, max_rows), text, message)
+    return Given(parse.check_size(parse.parse_pasted(text), max_rows), text, message)
+
+
+def _kept_rows(kept: str, max_rows: int) -> list[Row]:
+    """The ok rows the review page handed back (JSON ``[[email, name], …]``)."""
+    try:
+        pairs = json.loads(kept)
+    except (ValueError, RecursionError):
+        raise BadBody("A lista revisada chegou danificada. Revise de novo.") from None
+    if not isinstance(pairs, list) or not all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
+    ):
+        raise BadBody("A lista revisada chegou danificada. Revise de novo.")
+    rows = [Row(n, p[0], p[1] if isinstance(p[1], str) else None) for n, p in enumerate(pairs, 1)]
+    return parse.check_size(rows, max_rows)
+
+
+async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
+    try:
+        given = await _rows_from(request)
+    except BadBody as exc:
+        return error_response(request, 400, str(exc))
+    except UnreadableBatch as exc:
+        return _refused_form(request, 422, str(exc))
+    except TooManyRows as exc:
+        message = (
+            f"A lista tem {exc.count} endereços; o máximo é {exc.limit} por lote. "
+            "Divida em lotes menores."
+        )
+        return _refused_form(request, 422, message)
+    if given.message_error:
+        return _refused_form(request, 422, given.message_error, given.text, given.raw_message)
+    if not given.rows:
+        return _refused_form(request, 422, NOTHING_GIVEN, given.text, given.raw_message)
+    settings = settings_of(request)
+    found = await review(
+        db_of(request), request.state.redis, settings, sender_id(request), given.rows
+    )
+    return found, given
+
+
+async def _room_today(request: Request) -> int:
+    settings = settings_of(request)
+    limit = ratelimit.batch_limits(settings, sender_id(request), [])[0]
+    [used] = await ratelimit.used(request.state.redis, [limit])
+    return max(0, limit.limit - used)
+
+
+def _review_json(found: Review) -> dict[str, Any]:
+    return {
+        "linhas": [
+            {
+                "linha": item.row.line,
+                "email": item.email or item.row.email,
+                "nome": item.name,
+                "resultado": item.verdict.value,
+                "mensagem": item.message,
+                "convite": f"/convites/{item.existing.public_id}" if item.existing else None,
+            }
+            for item in found.rows
+        ],
+        "contagem": {verdict.value: count for verdict, _, count in found.counts},
+    }
+
+
+async def _review_page(
+    request: Request,
+    found: Review,
+    status_code: int = 200,
+    notice: str | None = None,
+    message: str | None = None,
+) -> Response:
+    if wants_json(request):
+        body = _review_json(found)
+        if notice:
+            body["erro"] = notice
+        return JSONResponse(body, status_code=status_code)
+    kept = json.dumps([[item.email, item.name] for item in found.ok_rows], ensure_ascii=False)
+    context = {
+        "review": found,
+        "kept": kept,
+        "room": await _room_today(request),
+        "notice": notice,
+        "message": message,
+    }
+    return render(request, "lotes_revisar.html", context, status_code=status_code)
+
+
+@signed_in
+async def check(request: Request) -> Response:
+    """POST /lotes/revisar: every row with its verdict; nothing is written."""
+    outcome = await _reviewed(request)
+    if isinstance(outcome, Response):
+        return outcome
+    return await _review_page(request, outcome[0], message=outcome[1].message)
+
+
+_REFUSALS = {
+    "sender_day": (
+        "Este lote tem {size} convites, mas hoje ainda cabem {room} no seu limite de {limit} "
+        "por dia. Nada foi enviado: envie um lote de até {room} ou tente de novo em {wait}."
+    ),
+    "recipient_day": (
+        "Um dos endereços já recebeu {limit} convites hoje, de todos os remetentes. "
+        "Nada foi enviado: revise a lista de novo."
+    ),
+}
+
+
+async def _over_limits(request: Request, found: Review) -> Response | None:
+    emails = [item.email for item in found.ok_rows if item.email is not None]
+    limits = ratelimit.batch_limits(settings_of(request), sender_id(request), emails)
+    wanted = [(limits[0], len(emails))] + [(limit, 1) for limit in limits[1:]]
+    refusal = await ratelimit.take_many(request.state.redis, wanted)
+    if refusal is None:
+        return None
+    message = _REFUSALS[refusal.limit.kind].format(
+        size=len(emails),
+        room=refusal.room,
+        limit=refusal.limit.limit,
+        wait=wait_text(refusal.retry_after),
+    )
+    return too_many_requests(request, message, refusal.retry_after)
+
+
+@signed_in
+async def send(request: Request) -> Response:
+    """POST /lotes: the reviewed ok rows, re-checked, counted against the limits as a whole,
+    and written in one transaction; 202 + Location (JSON), 303 to the batch page (a form)."""
+    outcome = await _reviewed(request)
+    if isinstance(outcome, Response):
+        return outcome
+    found, given = outcome
+    if found.problems:
+        status_code = 409 if found.ok_rows else 422
+        return await _review_page(request, found, status_code, CHANGED, given.message)
+    refused = await _over_limits(request, found)
+    if refused is not None:
+        return refused
+    account = request.state.account
+    requests = tuple(
+        NewInvite(
+            account.public_id,
+            item.email,
+            item.name,
+            correlation_id.get() or "",
+            sender_name=account.name,
+            sender_email=account.email,
+            message=given.message,
+        )
+        for item in found.ok_rows
+        if item.email is not None
+    )
+    written = await store.write_batch(db_of(request), store.NewBatch(account.public_id, requests))
+    if isinstance(written, store.Conflict):
+        again = await _rereview(request, found)
+        return await _review_page(request, again, 409, CHANGED, given.message)
+    log.info("batch accepted", extra={"batch": written.batch.public_id, "size": len(requests)})
+    await request.state.publisher.publish_or_leave(written.changes)
+    # One wake-up rings the sender's pages; each re-reads every new event from the database.
+    await request.state.announcer.announce(written.changes[-1] if written.changes else None)
+    location = str(URL(f"/lotes/{written.batch.public_id}"))
+    if wants_json(request):
+        body = {"id": written.batch.public_id, "tamanho": len(requests), "url": location}
+        body["mensagem"] = progress.received_text(len(requests))
+        return JSONResponse(body, status_code=202, headers={"Location": location})
+    return RedirectResponse(f"{location}?novo=1", status_code=303)
+
+
+async def _rereview(request: Request, found: Review) -> Review:
+    rows = [item.row for item in found.rows]
+    return await review(
+        db_of(request), request.state.redis, settings_of(request), sender_id(request), rows
+    )
+
+
+def _status_filter(request: Request) -> Status | None:
+    raw = request.query_params.get("estado", "")
+    return Status(raw) if raw in {s.value for s in Status} else None
+
+
+@signed_in
+async def show(request: Request) -> Response:
+    """GET /lotes/{id}: counters, a filter by status, and every row, live."""
+    db = db_of(request)
+    batch = await store.get_batch(db, sender_id(request), request.path_params["public_id"])
+    if batch is None:
+        return error_response(request, 404, "Lote não encontrado.")
+    status = _status_filter(request)
+    rows = await store.batch_rows(db, batch, status)
+    summary = progress.summarize(batch.size, await store.status_counts(db, batch.id))
+    if wants_json(request):
+        return JSONResponse(
+            {
+                "id": batch.public_id,
+                "tamanho": batch.size,
+                "contagem": {s.value: n for s, n in summary.counts},
+                "terminado": summary.finished,
+                "resumo": summary.spoken,
+            }
+        )
+    context = {
+        "batch": batch,
+        "summary": summary,
+        "rows": rows,
+        "status": status,
+        "fresh": request.query_params.get("novo") == "1",
+        "received": progress.received_text(batch.size),
+        "paused": await request.state.paused.now(),
+        "now": utcnow(),
+        "settings": settings_of(request),
+    }
+    return render(request, "lotes_lote.html", context)
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/lotes/novo", new, methods=["GET"]),
+        Route("/lotes/revisar", check, methods=["POST"]),
+        Route("/lotes", send, methods=["POST"]),
+        Route("/lotes/{public_id}", show, methods=["GET"]),
+    ]

@@ -1,0 +1,90 @@
+"""A 50-row batch in Chromium: review, send, follow; what a screen reader hears is bounded,
+ordered and ends with one summary; axe finds nothing on the review and batch pages."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
+from tests.services import ScriptedSmtp
+
+pytestmark = pytest.mark.e2e
+
+SIZE = 50
+FAILING = 3
+RECEIVED = f"Recebemos {SIZE} convites, enviando…"
+FINAL = f"{SIZE - FAILING} enviados, {FAILING} falharam."
+PROGRESS = re.compile(rf"^(\d+) de {SIZE} enviados$")
+SMTP_SECONDS = 0.8  # each DATA: well under the SMTP timeout, slow enough to take a few periods
+FAILURES = re.compile(r"^(\d+) falharam: veja a lista$|^1 falhou: veja a lista$")
+
+
+def announcements(page: Page) -> list[tuple[str, str]]:
+    return [tuple(item) for item in page.evaluate("window.__anuncios")]
+
+
+def test_a_50_row_batch_is_heard_as_a_few_ordered_summaries_and_axe_finds_nothing(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    context = new_context()
+    home = context.new_page()
+    home.goto("/")
+    page = context.new_page()
+    page.goto("/")
+    page.get_by_role("link", name="Convidar várias pessoas").click()
+    page.get_by_label("Endereços", exact=True).fill(
+        "\n".join(f"lote{n}@exemplo.com" for n in range(SIZE))
+    )
+    page.get_by_role("button", name="Revisar").click()
+    expect(page.get_by_role("heading", name="Revise os convites")).to_be_visible()
+    assert Axe().run(page).violations_count == 0
+
+    # A slow but working mail server: the batch takes several announce periods to drain.
+    smtp_server.slow(SMTP_SECONDS)
+    smtp_server.reply_next(*["550 5.1.1 Mailbox unavailable"] * FAILING)
+    began = time.monotonic()
+    page.get_by_role("button", name=f"Enviar {SIZE} convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    try:
+        page.wait_for_function(
+            "text => window.__anuncios.some(([, said]) => said === text)", arg=FINAL, timeout=60_000
+        )
+    except PlaywrightTimeoutError:
+        summary = page.locator("#lote-resumo").inner_text()
+        raise AssertionError(f"never said {FINAL!r}: {announcements(page)}; {summary}") from None
+    finally:
+        smtp_server.slow(0)
+    elapsed = time.monotonic() - began
+    said = announcements(page)
+    print(f"heard in {elapsed:.1f} s: {said}")
+    assert Axe().run(page).violations_count == 0
+
+    assert said[0] == ("status", RECEIVED)
+    assert said[-1] == ("status", FINAL)
+    assert [text for _, text in said].count(FINAL) == 1
+    middle = said[1:-1]
+    progress = [int(m.group(1)) for r, t in middle if r == "status" and (m := PROGRESS.match(t))]
+    alerts = [t for r, t in middle if r == "alert"]
+    assert len(progress) + len(alerts) == len(middle), said  # nothing else, nothing per row
+    assert progress == sorted(progress)
+    most = elapsed / BATCH_ANNOUNCE_SECONDS + 1
+    assert len(progress) <= most and len(alerts) <= most, (elapsed, said)
+    assert all(FAILURES.match(text) for text in alerts)
+    expect(page.locator("#lote-resumo")).to_contain_text("Lote terminado")
+    expect(page.locator("li.convite.estado-falhou")).to_have_count(FAILING)
+    # The home page got every batch row live, and said nothing about any of them.
+    expect(home.locator("li.convite.estado-enviado")).to_have_count(SIZE - FAILING, timeout=5000)
+    assert announcements(home) == []
+
+    page.reload()
+    expect(page.locator("#lote-resumo")).to_contain_text("Lote terminado")
+    page.wait_for_timeout(1500)  # time for a (wrong) replay to arrive
+    assert announcements(page) == []  # a reload repeats nothing
+    assert page.evaluate("window.__violacoes") == []

@@ -1,0 +1,154 @@
+"""Every verdict of the review, and that reviewing writes nothing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from io import BytesIO
+
+import httpx
+from openpyxl import Workbook
+
+from app.config import Settings
+from app.db import Database
+from app.status import Status
+from app.transitions import mark_bounced
+from tests.batch_helpers import addresses, review_file, review_text
+from tests.fixtures import drain
+from tests.helpers import client_for, invite_count, invite_row, post_invite, wait_for_status
+from tests.services import ScriptedSmtp
+
+
+def counts(page: str) -> dict[str, int]:
+    return {
+        label: int(number)
+        for number, label in re.findall(
+            r"<li class=\"veredito-\w+\"><strong>(\d+)</strong> ([^<]+)</li>", page
+        )
+    }
+
+
+async def test_a_clean_list_is_all_ready_and_the_button_says_how_many(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    page = await review_text(client, addresses(3) + "\nAna Souza <ana@exemplo.com>")
+
+    assert page.status_code == 200
+    assert counts(page.text) == {"Prontos para enviar": 4}
+    assert "Enviar 4 convites" in page.text
+    assert await invite_count(db) == 0  # reviewing writes nothing
+
+
+async def test_invalid_rows_get_the_single_forms_messages_and_an_error_summary_linking_them(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await review_text(client, "ana@exemplo.com\nnao-e-email\nBia\u202e <bia@exemplo.com>")
+
+    assert counts(page.text) == {"Prontos para enviar": 1, "Endereço ou nome inválido": 2}
+    assert "Este e-mail não parece válido" in page.text
+    assert "O nome não pode ter quebras de linha nem caracteres de controle." in page.text
+    summary = page.text.split('class="resumo-erros"')[1].split("</div>")[0]
+    assert 'href="#linha-2"' in summary and 'href="#linha-3"' in summary
+    assert 'id="linha-2"' in page.text
+    assert "Enviar 1 convite<" in page.text
+
+
+async def test_a_row_repeated_in_the_list_is_flagged_with_the_line_it_repeats(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await review_text(client, "ana@exemplo.com\nbia@exemplo.com\nANA@exemplo.com")
+
+    assert counts(page.text) == {"Prontos para enviar": 2, "Repetidos nesta lista": 1}
+    assert "Repetido nesta lista (já está na linha 1)." in page.text
+
+
+async def test_an_address_already_invited_shows_its_state_and_a_link(
+    client: httpx.AsyncClient,
+) -> None:
+    existing = await post_invite(client, "ana@exemplo.com")
+
+    page = await review_text(client, "ana@exemplo.com\nbia@exemplo.com")
+
+    assert counts(page.text) == {"Prontos para enviar": 1, "Já convidados por você": 1}
+    assert "o convite está pendente" in page.text
+    assert f'href="/convites/{existing["id"]}"' in page.text
+
+
+async def test_an_address_that_bounced_before_is_flagged(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    sent = await post_invite(client, "volta@exemplo.com")
+    await drain(settings)
+    invite = await wait_for_status(db, sent["id"], Status.ENVIADO)
+    async with db.write() as conn:
+        await mark_bounced(conn, invite.id, None, "Caixa postal inexistente.")
+    assert (await invite_row(db, sent["id"])).status == Status.DEVOLVIDO
+
+    page = await review_text(client, "volta@exemplo.com")
+
+    assert counts(page.text) == {"Devolvidos antes": 1}
+    assert "voltou (devolvido)" in page.text
+    assert "Nenhuma linha pode ser enviada" in page.text
+
+
+async def test_an_address_at_its_per_recipient_limit_is_flagged(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    strict = replace(settings, invites_per_recipient_per_day=1)
+    async with client_for(strict, smtp=smtp, email="outra@exemplo.com") as other:
+        await post_invite(other, "cheia@exemplo.com")
+    async with client_for(strict, smtp=smtp) as mine:
+        page = await review_text(mine, "cheia@exemplo.com\nlivre@exemplo.com")
+
+    assert counts(page.text) == {"Prontos para enviar": 1, "No limite diário do destinatário": 1}
+
+
+async def test_unreadable_rows_are_counted_and_shown(client: httpx.AsyncClient) -> None:
+    big = "x" * (200 * 1024)
+    data = f'email\nana@exemplo.com\n"{big}"\n'.encode()
+
+    page = await review_file(client, "lista.csv", data)
+
+    assert page.status_code == 200
+    assert counts(page.text) == {"Prontos para enviar": 1, "Linhas que não conseguimos ler": 1}
+    assert "Linha ilegível no CSV" in page.text
+
+
+async def test_an_xlsx_upload_is_reviewed_like_a_pasted_list(client: httpx.AsyncClient) -> None:
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    for row in (("email", "nome"), ("ana@exemplo.com", "Souza, Ana"), ("ruim", "Bia")):
+        sheet.append(row)
+    out = BytesIO()
+    book.save(out)
+    kind = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+    page = await review_file(client, "lista.xlsx", out.getvalue(), kind)
+
+    assert counts(page.text) == {"Prontos para enviar": 1, "Endereço ou nome inválido": 1}
+    assert "Souza, Ana" in page.text
+
+
+async def test_a_broken_file_gets_a_clear_pt_br_message_422_and_no_trace(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    csv_page = await review_file(client, "lista.csv", b"nome;telefone\nAna;1\n")
+    xlsx_page = await review_file(client, "lista.xlsx", b"PK\x03\x04quebrado")
+
+    assert csv_page.status_code == 422 and "coluna chamada “email”" in csv_page.text
+    assert xlsx_page.status_code == 422 and "Não conseguimos abrir esta planilha" in xlsx_page.text
+    assert "Traceback" not in csv_page.text + xlsx_page.text
+    assert 'role="alert"' in xlsx_page.text  # the error summary leads the page
+    assert await invite_count(db) == 0
+
+
+async def test_an_empty_form_and_too_many_rows_are_refused_with_the_reason(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    async with client_for(replace(settings, batch_max_rows=5), smtp=smtp) as browser:
+        empty = await review_text(browser, "  \n ")
+        many = await review_text(browser, addresses(6))
+
+    assert empty.status_code == 422 and "Cole os endereços" in empty.text
+    assert many.status_code == 422 and "A lista tem 6 endereços; o máximo é 5" in many.text
