@@ -55,8 +55,8 @@ def link_state(
     invite: Invite, created_at: datetime, replaced_at: datetime | None, ttl_seconds: float
 ) -> LinkState:
     """The link's state from its invite's status, whether it was replaced, and its age."""
-    if invite.status == Status.ACEITO:
-        return LinkState.ACCEPTED if replaced_at is None else LinkState.REPLACED
+    if invite.status == Status.ACEITO:  # any of its links: the answer is what matters now
+        return LinkState.ACCEPTED
     if replaced_at is not None:
         return LinkState.REPLACED
     if invite.status == Status.CANCELADO:
@@ -85,11 +85,23 @@ async def replace_links(conn: AsyncConnection, invite_ids: Sequence[int], now: d
     )
 
 
-async def issue(db: Database, invite: Invite) -> str:
-    """A new link for this attempt of ``invite``; its older links stop working."""
+async def issue(db: Database, invite: Invite) -> str | None:
+    """A new link for this attempt of ``invite``, its older links replaced; ``None`` (nothing
+    written) when the attempt is no longer ``enviando`` under this claim: a worker that stalled
+    past its lease must not replace the link of a newer attempt's mail, nor send."""
     token = new_token()
     now = utcnow()
+    still_mine = select(invites.c.id).where(
+        invites.c.id == invite.id,
+        invites.c.status == Status.ENVIANDO.value,
+        invites.c.attempt == invite.attempt,
+    )
+    # FOR UPDATE (PostgreSQL): the row stays as checked until this commits; SQLite's writes
+    # are serialized anyway.
+    still_mine = still_mine.with_for_update()
     async with db.write() as conn:
+        if (await conn.execute(still_mine)).first() is None:
+            return None
         await replace_links(conn, [invite.id], now)
         await conn.execute(
             insert(invite_links).values(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -51,11 +52,35 @@ class QuietSweeps(logging.Filter):
         return "cron:reconcile" not in record.getMessage()
 
 
+#: A link that signs a person in (``/entrar/{token}``) or answers an invitation (``/c/{token}``).
+_SECRET_PATH = re.compile(r"(/(?:c|entrar)/)[A-Za-z0-9_-]{16,}")
+HIDDEN = r"\1<oculto>"
+
+
+def hide_secrets(text: str) -> str:
+    """``text`` with every link token replaced: logs are read by more people than the inbox."""
+    return _SECRET_PATH.sub(HIDDEN, text)
+
+
+class SecretPaths(logging.Filter):
+    """Hide link tokens in every record: uvicorn's access log writes each request's path."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = hide_secrets(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                hide_secrets(arg) if isinstance(arg, str) else arg for arg in record.args
+            )
+        return True
+
+
 def configure_logging(process: str, level: int = logging.INFO) -> None:
     """Send every logger's records to stderr as JSON lines (idempotent)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(process))
     handler.addFilter(QuietSweeps())
+    handler.addFilter(SecretPaths())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -278,7 +278,7 @@ class SnapshotCollector(Collector):
             yield failed
             yield _bounces(snap.bounces or {})
             endings = CounterMetricFamily(
-                "convites_invite_answers",
+                "convites_invite_endings",
                 "Invites that were answered (aceito, recusado), expired or cancelled.",
                 labels=["status"],
             )

@@ -199,6 +199,14 @@ invite_links = Table(
     Column("replaced_at", UTCDateTime),
     UniqueConstraint("token_hash", name="uq_invite_links_token_hash"),
     Index("ix_invite_links_invite_id", "invite_id", "id"),
+    # One live link per invite, enforced by the database too.
+    Index(
+        "uq_invite_links_live",
+        "invite_id",
+        unique=True,
+        sqlite_where=Column("replaced_at").is_(None),
+        postgresql_where=Column("replaced_at").is_(None),
+    ),
 )
 
 # Every delivery status notification received, readable or not, matched or not: nothing a

@@ -89,7 +89,8 @@ def check_message(raw: object) -> tuple[str | None, str | None]:
         return None, None
     if not isinstance(raw, str):
         return None, "A mensagem precisa ser um texto."
-    lines = [line.rstrip() for line in raw.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
+    lines = [line.rstrip() for line in text.split("\n")]
     message = "\n".join(lines).strip("\n").strip()
     if any(_has_control_chars(line) for line in lines):
         return None, "A mensagem não pode ter caracteres de controle."

@@ -76,13 +76,19 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
     await _record(ctx, change)
 
 
+class ClaimLost(Exception):
+    """This attempt is no longer ours (its lease expired): send nothing, record nothing."""
+
+
 async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
     settings: Settings = ctx["settings"]
     # The mail's link is made now, and durable before the mail leaves (it replaces older ones).
     if invite.kind == SIGNIN_MAIL:
-        token = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
+        token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
     else:
         token = await invite_links.issue(ctx["db"], invite)
+        if token is None:  # the lease ran out before the mail left: someone else has it now
+            raise ClaimLost
     started = time.monotonic()
     try:
         await ctx["mailer"].send(
@@ -109,6 +115,9 @@ async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
     progress = SendProgress()
     try:
         await _send_timed(ctx, invite, progress)
+    except ClaimLost:
+        log.warning("claim lost before sending", extra={"invite": invite.public_id})
+        return None
     except TransientSendError as exc:
         log.warning(
             "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}

@@ -87,6 +87,7 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
 
     phone.wait_for_url(re.compile(r"/\?aceito="))
     expect(phone.locator(".aviso-sucesso")).to_contain_text("Você aceitou o convite de")
+    assert_no_axe_violations(phone, "home, after accepting")
     expect(phone.get_by_role("heading", name="Enviar um convite")).to_be_visible()
     wait_for_announcement(page, ACCEPTED.format(email))
     expect(row(page, email)).to_have_attribute("data-status", "aceito")
@@ -115,6 +116,7 @@ def test_a_decline_is_heard_and_the_invitee_can_still_accept(
     other.get_by_role("button", name="Recusar").click()
 
     expect(other.get_by_role("heading", level=1)).to_contain_text("Você recusou o convite")
+    assert_no_axe_violations(other, "the declined page")
     wait_for_announcement(page, DECLINED.format(email))
     expect(row(page, email)).to_have_attribute("data-status", "recusado")
     other.get_by_role("button", name="Aceitar convite").click()
@@ -144,6 +146,7 @@ def test_cancelling_needs_a_confirmation_is_heard_and_closes_the_link(
     response = other.goto(link)
     assert response is not None and response.status == 410
     expect(other.get_by_role("heading", level=1)).to_have_text("Este convite foi cancelado")
+    assert_no_axe_violations(other, "a cancelled link (410)")
 
     # Sent again: the old link says it was replaced, the new mail's link works.
     page.get_by_role("button", name=f"Reenviar o convite para {email}").click()
@@ -181,3 +184,32 @@ def test_an_unanswered_invite_expires_live_with_a_short_ttl_and_its_link_is_410(
     assert response is not None and response.status == 410
     expect(other.get_by_role("heading", level=1)).to_have_text("Este convite expirou")
     expect(other.locator("main")).to_contain_text("Peça um novo convite")
+
+
+def test_a_filtered_list_still_hears_every_change_and_keeps_its_summary(
+    page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    """On "Aceitos", a new invite is not listed, yet the person hears it go out; the accepted
+    row then arrives in the list, heard once, and the summary follows."""
+    page.goto("/?estado=aceitos")
+    page.wait_for_function("window.htmx !== undefined")
+    email = "eva.filtro@exemplo.com.br"
+    page.get_by_role("link", name="Aceitos").focus()
+    assert_no_axe_violations(page, "the filtered list")
+
+    invite(page, email)
+    expect(row(page, email)).to_have_count(0)  # type: ignore[attr-defined]
+    link = answer_link(smtp_server, email)
+    other = new_context(signed_in=False).new_page()
+    other.goto(link)
+    other.get_by_role("button", name="Aceitar convite").click()
+
+    wait_for_announcement(page, ACCEPTED.format(email))
+    expect(row(page, email)).to_have_attribute("data-status", "aceito")
+    expect(page.locator("#resumo-convites")).to_contain_text("1 aceito")
+    assert announcements(page) == [
+        ("status", RECEIVED.format(email)),
+        ("status", SENT.format(email)),
+        ("status", ACCEPTED.format(email)),
+    ]
+    assert_page_was_honest(page)

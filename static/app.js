@@ -207,7 +207,12 @@
     if (existing) {
       if (!isNewer(incoming, existing)) return existing;
       replaceKeepingFocus(existing, incoming);
-    } else if (list.dataset.novosNoTopo === "sim" && fitsFilter(list, incoming)) {
+    } else if (list.dataset.novosNoTopo === "sim" && !fitsFilter(list, incoming)) {
+      // Not shown under this filter, but still news: heard once, and counted in the summary.
+      announceRow(incoming, ownAction);
+      rowsChanged();
+      return null;
+    } else if (list.dataset.novosNoTopo === "sim") {
       list.prepend(incoming);
       var empty = byId("lista-vazia");
       if (empty) empty.hidden = true;

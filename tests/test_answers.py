@@ -5,17 +5,19 @@ Real worker (burst), real SMTP capture, the in-process app."""
 from __future__ import annotations
 
 import asyncio
-import re
 
 import httpx
-from sqlalchemy import func, select
+import pytest
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from app import invite_links, transitions
+from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
 from app.models import invite_links as links_table
 from app.status import Status
-from tests.fixtures import drain
+from tests.answering import invited, press
 from tests.helpers import (
     JSON,
     api_headers,
@@ -28,43 +30,6 @@ from tests.helpers import (
 )
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
-
-ANSWER_LINK = re.compile(r"/c/([A-Za-z0-9_-]{32,})")
-
-
-def answer_link(smtp: ScriptedSmtp, email: str) -> str:
-    """The answer link's path in the newest invitation mail to ``email`` (text part), checked
-    to be the same in the HTML part."""
-    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
-    text = mail.get_body(("plain",))
-    html = mail.get_body(("html",))
-    assert text is not None and html is not None
-    found = ANSWER_LINK.search(text.get_content())
-    assert found, f"no answer link in {text.get_content()!r}"
-    assert found.group(0) in html.get_content()
-    return found.group(0)
-
-
-async def invited(
-    client: httpx.AsyncClient,
-    settings: Settings,
-    smtp: ScriptedSmtp,
-    email: str = "ana@exemplo.com.br",
-    **body: str,
-) -> tuple[str, str]:
-    """An invite sent for real (burst worker, SMTP 250): its public id and its mail's link."""
-    response = await client.post(
-        "/convites", json={"email": email, **body}, headers=await api_headers(client)
-    )
-    assert response.status_code == 202, response.text
-    await drain(settings)
-    return response.json()["id"], answer_link(smtp, email)
-
-
-async def press(http: httpx.AsyncClient, path: str, button: str) -> httpx.Response:
-    """Open the link page and press one of its buttons, as a browser without JS does."""
-    page = await http.get(path)
-    return await http.post(f"{path}/{button}", data={"csrf_token": page_token(page.text)})
 
 
 async def test_the_mail_carries_a_random_link_only_its_hash_is_stored_and_the_message(
@@ -232,6 +197,13 @@ async def test_an_unknown_link_is_404_and_says_what_to_do(
     assert "Link de convite não encontrado" in page.text and "Traceback" not in page.text
 
 
+async def invite_row_by_email(client: httpx.AsyncClient) -> str:
+    """The sender's newest invite's page path (from the JSON list)."""
+    listed = (await client.get("/convites", headers=JSON)).json()["convites"]
+    url: str = listed[0]["url"]
+    return url
+
+
 async def test_markup_in_the_message_is_inert_in_the_page_and_the_mail(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,
@@ -245,14 +217,16 @@ async def test_markup_in_the_message_is_inert_in_the_page_and_the_mail(
     mail = smtp.received[-1].message
     html = mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
     text = mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
-    sender_page = (await client.get("/")).text
+    public_id = (await invite_row_by_email(client)).removeprefix("/convites/")
+    sender_page = (await client.get(f"/convites/{public_id}")).text
 
     for shown in (page, html):
         assert "<script>alert" not in shown and "<b onclick" not in shown
         assert '<a href="//mal">' not in shown
         assert "&lt;script&gt;alert(" in shown
     assert markup in text  # plain text is plain: nothing there runs
-    assert "<script>alert" not in sender_page
+    assert "Sua mensagem:" in sender_page
+    assert "<script>alert" not in sender_page and "&lt;script&gt;alert(" in sender_page
 
 
 async def test_a_message_over_500_characters_is_refused_and_nothing_is_written(
@@ -325,17 +299,16 @@ async def test_the_link_belongs_to_the_address_and_signs_in_there_not_as_the_sen
 
 
 async def test_issuing_a_new_link_replaces_the_old_one(
-    client: httpx.AsyncClient,
-    anonymous_client: httpx.AsyncClient,
-    settings: Settings,
-    smtp: ScriptedSmtp,
-    db: Database,
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
 ) -> None:
-    """One live link per invite: without ``replace_links`` in ``issue`` both would answer."""
-    public_id, old = await invited(client, settings, smtp)
-    invite = await invite_row(db, public_id)
-
-    new = "/c/" + await invite_links.issue(db, invite)
+    """One live link per invite: without ``replace_links`` in ``issue`` both would answer
+    (and the database's partial unique index would refuse the second)."""
+    created = await post_invite(client, "ana@exemplo.com.br")
+    claim = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    assert claim is not None
+    old = "/c/" + str(await invite_links.issue(db, claim.invite))
+    new = "/c/" + str(await invite_links.issue(db, claim.invite))
+    assert await transitions.mark_sent(db, claim.invite)
 
     assert (await anonymous_client.get(old)).status_code == 410
     assert "substituído" in (await anonymous_client.get(old)).text
@@ -344,4 +317,84 @@ async def test_issuing_a_new_link_replaces_the_old_one(
     token = page_token(fresh.text)
     pressed_old = await anonymous_client.post(f"{old}/aceitar", data={"csrf_token": token})
     assert pressed_old.status_code == 410
-    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+    assert (await invite_row(db, created["id"])).status == Status.ENVIADO
+
+
+async def test_the_home_page_names_an_accepted_invitation_only_to_its_invitee(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    other_client: object,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    public_id, path = await invited(client, settings, smtp)
+    await press(anonymous_client, path, "aceitar")
+
+    async with other_client() as other:  # type: ignore[operator]
+        elsewhere = (await other.get(f"/?aceito={public_id}")).text
+    own_sender = (await client.get(f"/?aceito={public_id}")).text
+
+    assert "Você aceitou o convite" in (await anonymous_client.get(f"/?aceito={public_id}")).text
+    assert "Você aceitou o convite" not in elsewhere
+    assert "Você aceitou o convite" not in own_sender
+
+
+async def test_opening_an_accepted_link_in_another_browser_says_how_to_sign_in(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    _, path = await invited(client, settings, smtp)
+    await press(anonymous_client, path, "aceitar")
+
+    here = (await anonymous_client.get(path)).text
+    async with client_for(settings) as elsewhere:
+        there = (await elsewhere.get(path)).text
+
+    assert "Você está no Convites como" in here
+    assert "Você está no Convites como" not in there
+    assert "peça um link de acesso" in there and 'href="/entrar"' in there
+
+
+async def test_a_stalled_worker_cannot_replace_the_link_of_a_newer_attempt(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+) -> None:
+    """Attempt 1 stalls past its lease (incerto), the person re-sends, attempt 2 goes out with
+    its link; then attempt 1's worker wakes: it gets no link (so it sends nothing) and the
+    newest mail's link keeps working."""
+    created = await post_invite(client, "ana@exemplo.com.br")
+    stalled = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    assert stalled is not None
+    assert await transitions.mark_uncertain(db, stalled.invite, "prazo esgotado")
+    assert await transitions.request_resend(db, stalled.invite.sender_id, created["id"])
+    second = await transitions.claim_for_sending(db, created["id"], 2, 60)
+    assert second is not None
+    newest = "/c/" + str(await invite_links.issue(db, second.invite))
+
+    assert await invite_links.issue(db, stalled.invite) is None
+    assert (await anonymous_client.get(newest)).status_code == 409  # still enviando: not yet
+    assert await transitions.mark_sent(db, second.invite)
+    assert (await anonymous_client.get(newest)).status_code == 200
+
+
+async def test_the_database_refuses_a_second_live_link_for_one_invite(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    invite = await invite_row(db, public_id)
+
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await conn.execute(
+                insert(links_table).values(
+                    token_hash="0" * 64,
+                    invite_id=invite.id,
+                    attempt=1,
+                    created_at=utcnow(),
+                    replaced_at=None,
+                )
+            )

@@ -9,15 +9,18 @@ from dataclasses import replace
 
 import httpx
 from redis.asyncio import Redis
+from sqlalchemy import delete
 
-from app import transitions
+from app import invite_links, transitions
 from app.config import Settings
 from app.db import Database
 from app.live.wakeups import Announcer, sender_channel
+from app.models import invite_links as invite_links_table
 from app.queue import Publisher
 from app.records import Change
 from app.status import Status
 from app.sweep import reconcile
+from tests.answering import answer_link, invited, press
 from tests.fixtures import drain
 from tests.helpers import (
     JSON,
@@ -31,7 +34,6 @@ from tests.helpers import (
     statuses,
 )
 from tests.services import ScriptedSmtp
-from tests.test_answers import answer_link, invited, press
 
 
 async def sweep_once(settings: Settings, db: Database, redis: Redis) -> int:
@@ -180,8 +182,9 @@ async def test_another_sender_cannot_cancel_or_see_the_invite(
         refused = await other.post(
             f"/convites/{created['id']}/cancelar", headers=await api_headers(other)
         )
+        seen = await other.get(f"/convites/{created['id']}", headers=JSON)
 
-    assert refused.status_code == 404
+    assert refused.status_code == 404 and seen.status_code == 404
     assert (await invite_row(db, created["id"])).status != Status.CANCELADO
 
 
@@ -254,13 +257,12 @@ async def test_the_summary_line_and_the_filter_by_state(
 ) -> None:
     accepted, path = await invited(client, settings, smtp, "ana@exemplo.com.br")
     await press(anonymous_client, path, "aceitar")
-    await post_invite(client, "bia@exemplo.com.br")  # pendente: waiting
+    await invited(client, settings, smtp, "bia@exemplo.com.br")  # enviado: waiting
     smtp.reply_next("550 5.1.1 No such user")
     failed = await post_invite(client, "caio@exemplo.com.br")
-    await drain(settings)  # bia's goes out (enviado, waiting); caio's fails
-    assert (await client.get(f"/convites/{failed['id']}", headers=JSON)).json()["status"] in (
-        "falhou",
-        "enviado",
+    await drain(settings)
+    assert (await client.get(f"/convites/{failed['id']}", headers=JSON)).json()["status"] == (
+        "falhou"
     )
 
     summary = (await client.get("/convites/resumo", headers=JSON)).json()
@@ -268,8 +270,13 @@ async def test_the_summary_line_and_the_filter_by_state(
     only_accepted = (await client.get("/?estado=aceitos")).text
     api = (await client.get("/convites?estado=aceitos", headers=JSON)).json()
 
-    assert summary["total"] == 3 and summary["aceitos"] == 1
-    assert summary["aguardando_resposta"] + summary["precisam_de_atencao"] == 2
+    assert summary == {
+        "total": 3,
+        "aceitos": 1,
+        "aguardando_resposta": 1,
+        "precisam_de_atencao": 1,
+        "encerrados": 0,
+    }
     assert "1 aceito" in home and "aguardando resposta" in home
     assert 'aria-current="page">Todos' in home
     assert 'aria-current="page">Aceitos' in only_accepted
@@ -323,7 +330,61 @@ async def test_answers_expiries_and_cancels_are_counted_in_metrics(
 
     samples = await scrape(client)
 
-    assert value(samples, "convites_invite_answers_total", status="aceito") == 1
-    assert value(samples, "convites_invite_answers_total", status="cancelado") == 1
-    assert value(samples, "convites_invite_answers_total", status="recusado") == 0
+    assert value(samples, "convites_invite_endings_total", status="aceito") == 1
+    assert value(samples, "convites_invite_endings_total", status="cancelado") == 1
+    assert value(samples, "convites_invite_endings_total", status="recusado") == 0
     assert value(samples, "convites_invites", status="aceito") == 1
+
+
+async def test_a_resent_invite_gets_a_full_period_from_its_new_link(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    redis: Redis,
+) -> None:
+    """Expiry counts from the live link: a re-send whose attempt ends ``incerto`` is not
+    expired by the next sweep because the first mail left long ago."""
+    public_id, _ = await invited(client, settings, smtp)
+    short = replace(settings, invite_ttl_seconds=1)
+    await asyncio.sleep(1.1)
+    assert await sweep_once(short, db, redis) == 1
+    resent = await client.post(f"/convites/{public_id}/reenviar", headers=await api_headers(client))
+    assert resent.status_code == 202
+    claim = await transitions.claim_for_sending(db, public_id, 2, 60)
+    assert claim is not None
+    assert await invite_links.issue(db, claim.invite)
+    assert await transitions.mark_uncertain(db, claim.invite, "A conexão caiu no meio do envio.")
+
+    assert await sweep_once(short, db, redis) == 0
+    assert (await invite_row(db, public_id)).status == Status.INCERTO
+    await asyncio.sleep(1.1)
+    assert await sweep_once(short, db, redis) == 1  # a full period later, it does
+
+
+async def test_an_invite_written_before_links_existed_never_expires(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database, redis: Redis
+) -> None:
+    """An upgrade must not expire (and announce) every old enviado row at once."""
+    public_id, _ = await invited(client, settings, smtp)
+    async with db.write() as conn:
+        await conn.execute(delete(invite_links_table))
+    await asyncio.sleep(1.1)
+
+    assert await sweep_once(replace(settings, invite_ttl_seconds=1), db, redis) == 0
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+
+async def test_a_cancel_while_a_worker_is_sending_says_to_try_again_in_a_moment(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com.br")
+    assert await transitions.claim_for_sending(db, created["id"], 1, 60)
+
+    refused = await client.post(
+        f"/convites/{created['id']}/cancelar", headers=await api_headers(client)
+    )
+
+    assert refused.status_code == 409
+    assert "sendo enviado agora" in refused.json()["erro"]
+    assert (await invite_row(db, created["id"])).status == Status.ENVIANDO

@@ -3,7 +3,7 @@
 enviado | incerto | devolvido | recusado → aceito (the link, while live; a click proves arrival)
 enviado | incerto | devolvido → recusado (the link, while live)
 pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
-enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after the mail left)
+enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import exists, select
 
 from app.clock import utcnow
 from app.db import Database
@@ -67,31 +67,43 @@ async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
         [
             invites.c.public_id == public_id,
             invites.c.sender_id == sender_id,
+            invites.c.kind == INVITE,
             invites.c.status.in_([s.value for s in CANCELLABLE]),
         ],
-        {"status": Status.CANCELADO.value, "next_attempt_at": None, "lease_expires_at": None},
+        {
+            "status": Status.CANCELADO.value,
+            "error": None,
+            "next_attempt_at": None,
+            "lease_expires_at": None,
+        },
     )
 
 
 async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) -> list[Change]:
-    """Every ``enviado``/``incerto`` invite unanswered ``ttl_seconds`` after its mail left (or
-    may have: an ``incerto`` row counts from when it became uncertain) becomes ``expirado``.
+    """Every ``enviado``/``incerto`` invitation whose live link was issued more than
+    ``ttl_seconds`` ago, unanswered, becomes ``expirado``.
 
-    One conditional UPDATE over the oldest ``limit``: an answer that commits first wins. Their
-    links stay, and answer 410 "expirado".
+    Counted from the link, not from ``sent_at``: a re-send's new attempt carries a new link and
+    a full period, and a row written before links existed (no link) is never expired. One
+    conditional UPDATE over the oldest ``limit``: an answer that commits first wins. The link
+    stays, and answers 410 "expirado".
     """
     horizon = utcnow() - timedelta(seconds=ttl_seconds)
+    old_link = exists(
+        select(invite_links.c.id).where(
+            invite_links.c.invite_id == invites.c.id,
+            invite_links.c.replaced_at.is_(None),
+            invite_links.c.created_at < horizon,
+        )
+    )
     due = [
         invites.c.kind == INVITE,  # a sign-in mail has no answer to wait for
         invites.c.status.in_([s.value for s in EXPIRABLE]),
-        or_(
-            invites.c.sent_at < horizon,
-            (invites.c.sent_at.is_(None)) & (invites.c.updated_at < horizon),
-        ),
+        old_link,
     ]
     oldest = select(invites.c.id).where(*due).order_by(invites.c.id).limit(limit)
     async with db.write() as conn:
         changes = await transition_all(
-            conn, [invites.c.id.in_(oldest), *due], {"status": Status.EXPIRADO.value}
+            conn, [invites.c.id.in_(oldest), *due], {"status": Status.EXPIRADO.value, "error": None}
         )
     return sorted(changes, key=lambda change: change.invite.id)

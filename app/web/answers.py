@@ -20,8 +20,9 @@ from app import accounts, invite_links, transitions
 from app.invite_links import GONE, LinkState, OpenedLink
 from app.live.wakeups import Announcer
 from app.records import Change
+from app.validation import same_address
 from app.web.common import db_of, render, settings_of, wants_json
-from app.web.identity import begin_session
+from app.web.identity import begin_session, identify
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def _status_code(state: LinkState) -> int:
     return 409 if state == LinkState.NOT_READY else 200
 
 
-def _page(request: Request, token: str, link: OpenedLink | None) -> Response:
+async def _page(request: Request, token: str, link: OpenedLink | None) -> Response:
     """The page of the link as it is now: the invitation, the answer given, or why it closed."""
     if link is None:
         heading, message = UNKNOWN
@@ -61,12 +62,16 @@ def _page(request: Request, token: str, link: OpenedLink | None) -> Response:
             },
             status_code=status_code,
         )
-    return render(
-        request,
-        "convite_publico.html",
-        {"link": link, "invite": link.invite, "token": token, "state": link.state.value},
-        status_code=status_code,
-    )
+    me = await identify(request)
+    context = {
+        "link": link,
+        "invite": link.invite,
+        "token": token,
+        "state": link.state.value,
+        # "Você entrou como …" only where it is true: this browser is the invitee's.
+        "signed_in_here": me is not None and me.email == same_address(link.invite.email),
+    }
+    return render(request, "convite_publico.html", context, status_code=status_code)
 
 
 async def _opened(request: Request, token: str) -> OpenedLink | None:
@@ -78,7 +83,7 @@ async def _opened(request: Request, token: str) -> OpenedLink | None:
 async def show(request: Request) -> Response:
     """GET /c/{token}: nothing is recorded by opening it (mail scanners prefetch links)."""
     token = request.path_params["token"]
-    return _page(request, token, await _opened(request, token))
+    return await _page(request, token, await _opened(request, token))
 
 
 async def _announce(request: Request, change: Change) -> None:
@@ -92,7 +97,7 @@ async def accept(request: Request) -> Response:
     db, settings = db_of(request), settings_of(request)
     change = await transitions.accept(db, token, settings.invite_ttl_seconds)
     if change is None:  # answered already, or the link closed: say what is true now
-        return _page(request, token, await _opened(request, token))
+        return await _page(request, token, await _opened(request, token))
     invite = change.invite
     log.info("invite accepted by the invitee", extra={"invite": invite.public_id})
     await _announce(request, change)
@@ -118,7 +123,7 @@ async def decline(request: Request) -> Response:
         await _announce(request, change)
         if not wants_json(request):
             return RedirectResponse(f"/c/{token}", status_code=303)
-    return _page(request, token, await _opened(request, token))
+    return await _page(request, token, await _opened(request, token))
 
 
 def routes() -> list[Route]:

@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import transitions
 from app.clock import utcnow
-from app.status import CANCELLABLE
-from app.web.common import db_of, is_htmx, render, settings_of, wants_json
+from app.status import CANCELLABLE, Status
+from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import publish_fast
 from app.web.identity import signed_in
 from app.web.invites import mine_or_404, not_in_state
@@ -34,6 +34,13 @@ async def cancel(request: Request) -> Response:
         return invite
     change = await transitions.cancel(db_of(request), invite.sender_id, invite.public_id)
     if change is None:
+        if invite.status == Status.ENVIANDO:
+            return error_response(
+                request,
+                409,
+                "Este convite está sendo enviado agora. Tente cancelar de novo em instantes.",
+                status=invite.status.value,
+            )
         return not_in_state(request, invite, "cancelar", CANCELLABLE)
     log.info("invite cancelled", extra={"invite": invite.public_id})
     await publish_fast(request, change)

@@ -33,9 +33,19 @@ def upgrade() -> None:
         sa.UniqueConstraint("token_hash", name="uq_invite_links_token_hash"),
     )
     op.create_index("ix_invite_links_invite_id", "invite_links", ["invite_id", "id"])
+    live = sa.text("replaced_at IS NULL")
+    op.create_index(
+        "uq_invite_links_live",
+        "invite_links",
+        ["invite_id"],
+        unique=True,
+        sqlite_where=live,
+        postgresql_where=live,
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("uq_invite_links_live", table_name="invite_links")
     op.drop_index("ix_invite_links_invite_id", table_name="invite_links")
     op.drop_table("invite_links")
     with op.batch_alter_table("invites") as batch:
