@@ -115,3 +115,16 @@ def test_more_rows_than_the_limit_are_refused_as_a_whole() -> None:
         check_size(rows, 10)
 
     assert (refused.value.count, refused.value.limit) == (11, 10)
+
+
+def test_an_xlsx_that_unpacks_to_too_much_is_refused_before_it_is_opened() -> None:
+    import io
+    import zipfile
+
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("xl/worksheets/sheet1.xml", b"0" * (65 * 1024 * 1024))
+    assert len(packed.getvalue()) < 1024 * 1024  # small on the wire
+
+    with pytest.raises(UnreadableBatch, match="grande demais"):
+        parse_xlsx(packed.getvalue(), 1000)
