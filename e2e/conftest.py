@@ -22,6 +22,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from app.config import Settings
 from app.migrate import upgrade
+from e2e.spoken import listen
 
 # The same real Redis and SMTP servers as the fast tests come from the shared plugin
 # (tests/fixtures.py, through the root conftest's pytest_plugins).
@@ -163,7 +164,10 @@ def new_context(
         context = chromium.new_context(**options)
         context.set_default_timeout(10_000)
         # Init scripts are not subject to the page's CSP: the app's own policy stays in force.
+        # The recorder sees DOM changes (regions never replaced); the virtual screen reader
+        # hears what a person hears (e2e/spoken.py).
         context.add_init_script(RECORDER)
+        listen(context)
         contexts.append(context)
         if signed_in:
             page = context.new_page()
