@@ -12,14 +12,17 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, expect
 
 from e2e.conftest import Stack
+from e2e.spoken import polite, spoken
 from e2e.test_live_pages import (
+    EMAIL_FIELD,
+    RECEIVED,
     SENT,
-    announcements,
+    SUBMITTED,
     assert_page_was_honest,
     open_home,
     row,
     submit,
-    wait_for_announcement,
+    wait_for_heard,
 )
 from tests.services import ScriptedSmtp
 from tests.signing_in import sign_in_browser, wait_for_link
@@ -40,9 +43,15 @@ def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
 
     page.get_by_label("E-mail").fill(EMAIL)
     page.get_by_role("button", name="Enviar link de acesso").click()
-    wait_for_announcement(page, LINK_SENT)
-    assert announcements(page) == [("status", ASKED), ("status", LINK_SENT)]
+    wait_for_heard(page, polite(LINK_SENT))
     expect(page.get_by_label("E-mail")).to_be_focused()
+    assert spoken(page) == [
+        EMAIL_FIELD,
+        "button, Enviar link de acesso",
+        EMAIL_FIELD,
+        polite(ASKED),
+        polite(LINK_SENT),
+    ]
     assert_page_was_honest(page)
 
     page.goto(wait_for_link(smtp, EMAIL))
@@ -76,5 +85,17 @@ def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent
     submit(on_phone, "amiga@exemplo.com")
 
     expect(row(on_laptop, "amiga@exemplo.com")).to_have_attribute("data-status", "enviado")
-    wait_for_announcement(on_phone, SENT.format("amiga@exemplo.com"))
+    wait_for_heard(on_phone, polite(SENT.format("amiga@exemplo.com")))
+    wait_for_heard(on_laptop, polite(SENT.format("amiga@exemplo.com")))
+    # Two devices, two people's ears: each hears the invite's two steps once; only the phone
+    # (where it was sent) heard its own focus moves.
+    assert spoken(on_phone) == [
+        *SUBMITTED,
+        polite(RECEIVED.format("amiga@exemplo.com")),
+        polite(SENT.format("amiga@exemplo.com")),
+    ]
+    assert spoken(on_laptop) == [
+        polite(RECEIVED.format("amiga@exemplo.com")),
+        polite(SENT.format("amiga@exemplo.com")),
+    ]
     assert_page_was_honest(on_laptop)
