@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from app.config import Settings
 from app.migrate import upgrade
-from e2e.spoken import listen
+from e2e.spoken import listen, print_spoken
 
 # The same real Redis and SMTP servers as the fast tests come from the shared plugin
 # (tests/fixtures.py, through the root conftest's pytest_plugins).
@@ -177,6 +178,9 @@ def new_context(
 
     yield make
     for context in contexts:
+        if os.environ.get("PRINT_SPOKEN"):  # while developing: hear each page (pytest -s)
+            for open_page in context.pages:
+                print_spoken(open_page)
         context.close()
 
 

@@ -50,6 +50,24 @@
   state.raw = function () { return raw.slice(); };
   window.__ouvinte = state;
 
+  // Reading order: a second reader walks the element from its first node, one "next" at a time
+  // (what a person hears reading on with the arrow key), until it comes round again. It does
+  // not move focus and leaves the listening log alone.
+  state.readThrough = async function (selector) {
+    var container = document.querySelector(selector);
+    if (!container) throw new Error("nothing matches " + selector);
+    var reader = new VirtualScreenReader.Virtual();
+    await reader.start({ container: container });
+    var first = reader.activeNode;
+    for (var step = 0; step < 5000; step++) {
+      await reader.next();
+      if (reader.activeNode === first) break;
+    }
+    var phrases = (await reader.spokenPhraseLog()).slice(0, -1); // the last is the first again
+    await reader.stop();
+    return phrases;
+  };
+
   async function start() {
     var reader = VirtualScreenReader.virtual; // the vendored file, just above
     await reader.start({ container: document.body });

@@ -85,7 +85,18 @@ def wait_for_spoken(page: Page, phrase: str, timeout: float = 10_000) -> list[st
     return spoken(page)
 
 
+def read_through(page: Page, selector: str = "main") -> list[str]:
+    """The reading order of the element at ``selector``: every phrase a person hears reading it
+    from its start to its end (``"main"``, ``"heading, …, level 1"``, …, ``"end of main"``).
+    Focus does not move and the ``spoken`` log is left alone."""
+    _wait_started(page)
+    phrases = page.evaluate("selector => window.__ouvinte.readThrough(selector)", selector)
+    return [str(phrase) for phrase in phrases]
+
+
 def print_spoken(page: Page) -> None:
-    """While developing: print what was heard, one phrase a line (``pytest -s`` shows it)."""
+    """While developing: print what was heard on ``page``, one phrase a line (``pytest -s``;
+    ``PRINT_SPOKEN=1`` prints it for every page a test leaves open)."""
+    print(f"\nheard on {page.url}:")
     for phrase in spoken(page):
         print(f"  {phrase!r}")

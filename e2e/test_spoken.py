@@ -20,6 +20,7 @@ from e2e.spoken import (
     assertive,
     listen,
     polite,
+    read_through,
     spoken,
     start_listening,
     wait_for_spoken,
@@ -133,3 +134,20 @@ def test_start_listening_brings_the_reader_to_a_page_of_a_context_without_it(
 
     assert wait_for_spoken(page, WITH_ADDRESS) == [WITH_ADDRESS]
     context.close()
+
+
+def test_read_through_gives_the_reading_order_without_moving_focus(controlled: Page) -> None:
+    assert read_through(controlled) == [
+        "main",
+        "status",  # the live regions, empty
+        "alert",
+        "paragraph",
+        REASON,
+        "end of paragraph",
+        WITH_ADDRESS,
+        "Tentar de novo",  # its text, under the name given by aria-label
+        f"end of {WITH_ADDRESS}",
+        WITHOUT_ADDRESS,
+    ]
+    assert controlled.evaluate("document.activeElement === document.body")
+    assert spoken(controlled) == []
