@@ -12,7 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, expect
 
 from e2e.conftest import Stack
-from e2e.spoken import polite, spoken
+from e2e.spoken import polite, read_through, spoken
 from e2e.test_live_pages import (
     EMAIL_FIELD,
     RECEIVED,
@@ -32,6 +32,30 @@ pytestmark = pytest.mark.e2e
 EMAIL = "leitora@exemplo.com"
 ASKED = f"Recebemos, enviando o link… (para {EMAIL})"
 LINK_SENT = f"Link de acesso enviado para {EMAIL}. Confira sua caixa de entrada."
+#: The sign-in page read from the top of its content to the end: what it is, how it works, the
+#: form, the two (empty) live regions and the (empty) list of links asked for.
+SIGN_IN_PAGE = [
+    "main",
+    "heading, Entrar no Convites, level 1",
+    "paragraph",
+    "Com o Convites você convida pessoas por e-mail e acompanha, de verdade, o que aconteceu "
+    "com cada convite.",
+    "end of paragraph",
+    "paragraph",
+    "Informe seu e-mail: enviamos um link de acesso, sem senha.",
+    "end of paragraph",
+    "form",
+    "E-mail",
+    "textbox, E-mail, required",
+    "button, Enviar link de acesso",
+    "end of form",
+    "status",
+    "alert",
+    "region, Links de acesso pedidos",
+    "heading, Links de acesso pedidos, level 2",
+    "list",
+    "end of region, Links de acesso pedidos",
+]
 
 
 def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
@@ -40,6 +64,7 @@ def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
     page = open_home(new_context(signed_in=False).new_page())
     expect(page.get_by_role("heading", level=1)).to_have_text("Entrar no Convites")
     assert Axe().run(page).violations_count == 0
+    assert read_through(page) == SIGN_IN_PAGE
 
     page.get_by_label("E-mail").fill(EMAIL)
     page.get_by_role("button", name="Enviar link de acesso").click()
