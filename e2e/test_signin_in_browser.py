@@ -112,15 +112,16 @@ def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent
     expect(row(on_laptop, "amiga@exemplo.com")).to_have_attribute("data-status", "enviado")
     wait_for_heard(on_phone, polite(SENT.format("amiga@exemplo.com")))
     wait_for_heard(on_laptop, polite(SENT.format("amiga@exemplo.com")))
-    # Two devices, two people's ears: each hears the invite's two steps once; only the phone
-    # (where it was sent) heard its own focus moves.
+    # Two devices: the phone, where it was sent, hears its focus moves and both steps; the
+    # laptop hears each step once, or only "enviado" when that came before its pause for a new
+    # row was over (a row new to a page waits a moment, in case another tab of it acted).
     assert spoken(on_phone) == [
         *SUBMITTED,
         polite(RECEIVED.format("amiga@exemplo.com")),
         polite(SENT.format("amiga@exemplo.com")),
     ]
-    assert spoken(on_laptop) == [
-        polite(RECEIVED.format("amiga@exemplo.com")),
-        polite(SENT.format("amiga@exemplo.com")),
-    ]
+    assert spoken(on_laptop) in (
+        [polite(RECEIVED.format("amiga@exemplo.com")), polite(SENT.format("amiga@exemplo.com"))],
+        [polite(SENT.format("amiga@exemplo.com"))],
+    )
     assert_page_was_honest(on_laptop)
