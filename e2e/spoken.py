@@ -11,10 +11,15 @@ real policy stays in force. From DOMContentLoaded on, the reader logs what a per
 
 Usage::
 
+    page.get_by_label("E-mail").focus()
     start_listening(page)            # optional: forget what was heard so far
     page.get_by_label("E-mail").press("Enter")
-    wait_for_spoken(page, "assertive: Informe o e-mail.")
-    assert spoken(page) == ["textbox, E-mail, required, invalid", "assertive: Informe o e-mail."]
+    wait_for_spoken(page, assertive(EMAIL_REQUIRED))      # polls the log in the page
+    assert spoken(page) == [
+        f"textbox, E-mail, {EMAIL_REQUIRED}, invalid, required",  # focus, with its error
+        assertive(EMAIL_REQUIRED),
+    ]
+    read_through(page, "main")       # the reading order, start to end (focus does not move)
 
 ``spoken`` is everything heard since the page's document loaded (or since the last
 ``start_listening``), so a reload that repeats nothing is ``spoken(page) == []``.
