@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from app.config import Settings
 from app.migrate import upgrade
+from e2e.spoken import listen, print_spoken
 
 # The same real Redis and SMTP servers as the fast tests come from the shared plugin
 # (tests/fixtures.py, through the root conftest's pytest_plugins).
@@ -168,7 +170,10 @@ def new_context(
         context = chromium.new_context(**options)
         context.set_default_timeout(10_000)
         # Init scripts are not subject to the page's CSP: the app's own policy stays in force.
+        # The recorder sees DOM changes (regions never replaced); the virtual screen reader
+        # hears what a person hears (e2e/spoken.py).
         context.add_init_script(RECORDER)
+        listen(context)
         contexts.append(context)
         if signed_in:
             page = context.new_page()
@@ -178,6 +183,9 @@ def new_context(
 
     yield make
     for context in contexts:
+        if os.environ.get("PRINT_SPOKEN"):  # while developing: hear each page (pytest -s)
+            for open_page in context.pages:
+                print_spoken(open_page)
         context.close()
 
 

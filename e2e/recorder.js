@@ -1,5 +1,7 @@
 // Injected before any page script: logs every change of the live regions, in order, and any
-// Content-Security-Policy violation. Tests read window.__anuncios and window.__violacoes.
+// Content-Security-Policy violation. Tests read window.__anuncios and window.__violacoes, and
+// window.__regioes / window.__regioesNoInicio (the region nodes, their text at load): what a
+// screen reader cannot tell (e2e/spoken.py hears the rest).
 (function () {
   window.__anuncios = [];
   window.__violacoes = [];
@@ -25,8 +27,11 @@
     });
   }).observe(document, { childList: true, characterData: true, subtree: true });
   document.addEventListener("DOMContentLoaded", function () {
+    window.__regioesNoInicio = {};
     ["anuncio", "alerta"].forEach(function (id) {
-      window.__regioes[id] = window.__regioes[id] || document.getElementById(id);
+      var region = document.getElementById(id);
+      window.__regioesNoInicio[id] = region ? region.textContent : null;
+      window.__regioes[id] = window.__regioes[id] || region;
     });
   });
 })();

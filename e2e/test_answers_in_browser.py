@@ -15,15 +15,15 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from e2e.conftest import Stack
+from e2e.spoken import polite, read_through, spoken
 from e2e.test_live_pages import (
     RECEIVED,
     SENT,
-    announcements,
     assert_no_axe_violations,
     assert_page_was_honest,
     open_home,
     row,
-    wait_for_announcement,
+    wait_for_heard,
 )
 from tests.services import ScriptedSmtp
 
@@ -34,6 +34,14 @@ ACCEPTED = "{} aceitou o convite."
 DECLINED = "{} recusou o convite."
 EXPIRED = "O convite para {} expirou sem resposta."
 CANCELLED = "Convite para {} cancelado."
+#: Filling E-mail and pressing Enviar convite: the clean form takes focus back.
+SUBMITTED = ["textbox, E-mail, required", "button, Enviar convite", "textbox, E-mail, required"]
+WITH_MESSAGE = [
+    "textbox, E-mail, required",
+    "textbox, Mensagem (opcional), Aparece no e-mail e na página do convite. Até 500 caracteres.",
+    "button, Enviar convite",
+    "textbox, E-mail, required",
+]
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 
 
@@ -53,12 +61,20 @@ def answer_link(smtp: ScriptedSmtp, email: str, not_this: str | None = None) -> 
     raise AssertionError(f"no invitation mail with a link reached {email}")
 
 
+def heard_twice(page: Page, phrase: str) -> None:
+    """Wait until ``phrase`` was heard a second time (a re-send's own "enviado")."""
+    deadline = time.monotonic() + 15
+    while spoken(page).count(phrase) < 2:
+        assert time.monotonic() < deadline, f"never heard {phrase!r} twice: {spoken(page)}"
+        page.wait_for_timeout(50)
+
+
 def invite(page: Page, email: str, message: str = "") -> None:
     page.get_by_label("E-mail").fill(email)
     if message:
         page.get_by_label("Mensagem").fill(message)
     page.get_by_role("button", name="Enviar convite").click()
-    wait_for_announcement(page, SENT.format(email))
+    wait_for_heard(page, polite(SENT.format(email)))
 
 
 def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
@@ -71,6 +87,15 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
 
     phone = new_context(signed_in=False, **PHONE).new_page()
     phone.goto(link)
+    # Who invites, the message, then the two buttons: the order a screen reader reads them.
+    reading = read_through(phone, "main")
+    assert [p for p in reading if p.startswith(("heading", "button")) or "Sábado" in p] == [
+        "heading, Marta Souza convidou você para o Convites, level 1",
+        "Vem para o churrasco! <b>Sábado</b> às 13h.",
+        "button, Aceitar convite",
+        "button, Recusar",
+    ]
+    assert reading.index("Mensagem de Marta Souza:") < reading.index("button, Aceitar convite")
     main = phone.locator("main")
     expect(main.get_by_role("heading", level=1)).to_contain_text("convidou você para o Convites")
     text = main.inner_text()
@@ -89,16 +114,17 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
     expect(phone.locator(".aviso-sucesso")).to_contain_text("Você aceitou o convite de")
     assert_no_axe_violations(phone, "home, after accepting")
     expect(phone.get_by_role("heading", name="Enviar um convite")).to_be_visible()
-    wait_for_announcement(page, ACCEPTED.format(email))
+    wait_for_heard(page, polite(ACCEPTED.format(email)))
     expect(row(page, email)).to_have_attribute("data-status", "aceito")
     expect(page.locator("#resumo-convites")).to_contain_text("1 aceito")
     phone.goto(link)  # opened again: what was answered, no second event
     expect(phone.get_by_role("heading", level=1)).to_contain_text("Você já aceitou")
     page.wait_for_timeout(500)
-    assert announcements(page) == [
-        ("status", RECEIVED.format(email)),
-        ("status", SENT.format(email)),
-        ("status", ACCEPTED.format(email)),
+    assert spoken(page) == [
+        *WITH_MESSAGE,
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+        polite(ACCEPTED.format(email)),
     ]
     assert_page_was_honest(page)
 
@@ -117,13 +143,16 @@ def test_a_decline_is_heard_and_the_invitee_can_still_accept(
 
     expect(other.get_by_role("heading", level=1)).to_contain_text("Você recusou o convite")
     assert_no_axe_violations(other, "the declined page")
-    wait_for_announcement(page, DECLINED.format(email))
+    wait_for_heard(page, polite(DECLINED.format(email)))
     expect(row(page, email)).to_have_attribute("data-status", "recusado")
     other.get_by_role("button", name="Aceitar convite").click()
-    wait_for_announcement(page, ACCEPTED.format(email))
-    assert announcements(page)[-2:] == [
-        ("status", DECLINED.format(email)),
-        ("status", ACCEPTED.format(email)),
+    wait_for_heard(page, polite(ACCEPTED.format(email)))
+    assert spoken(page) == [
+        *SUBMITTED,
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+        polite(DECLINED.format(email)),
+        polite(ACCEPTED.format(email)),
     ]
 
 
@@ -138,7 +167,7 @@ def test_cancelling_needs_a_confirmation_is_heard_and_closes_the_link(
     row(page, email).get_by_text("Cancelar convite").click()  # type: ignore[attr-defined]
     page.get_by_role("button", name=f"Sim, cancelar o convite para {email}").click()
 
-    wait_for_announcement(page, CANCELLED.format(email))
+    wait_for_heard(page, polite(CANCELLED.format(email)))
     expect(row(page, email)).to_have_attribute("data-status", "cancelado")
     # The pressed button is gone; focus stayed in the row.
     expect(row(page, email).get_by_role("link", name=email)).to_be_focused()  # type: ignore[attr-defined]
@@ -150,13 +179,26 @@ def test_cancelling_needs_a_confirmation_is_heard_and_closes_the_link(
 
     # Sent again: the old link says it was replaced, the new mail's link works.
     page.get_by_role("button", name=f"Reenviar o convite para {email}").click()
-    wait_for_announcement(page, SENT.format(email))
+    heard_twice(page, polite(SENT.format(email)))
     new_link = answer_link(smtp_server, email, not_this=link)
     replaced = other.goto(link)
     assert replaced is not None and replaced.status == 410
     expect(other.get_by_role("heading", level=1)).to_have_text("Este convite foi substituído")
     fresh = other.goto(new_link)
     assert fresh is not None and fresh.status == 200
+    assert spoken(page) == [
+        *SUBMITTED,
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+        f"Cancelar convite para {email}",
+        f"button, Sim, cancelar o convite para {email}",
+        f"link, {email}",
+        polite(CANCELLED.format(email)),
+        f"button, Reenviar o convite para {email}",
+        f"link, {email}",  # the pressed button is gone: focus stays in the row
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+    ]
     assert_page_was_honest(page)
 
 
@@ -177,13 +219,19 @@ def test_an_unanswered_invite_expires_live_with_a_short_ttl_and_its_link_is_410(
     assert done.returncode == 0, done.stderr
     assert "expiraram" in done.stdout
 
-    wait_for_announcement(page, EXPIRED.format(email))
+    wait_for_heard(page, polite(EXPIRED.format(email)))
     expect(row(page, email)).to_have_attribute("data-status", "expirado")
     other = new_context(signed_in=False).new_page()
     response = other.goto(link)
     assert response is not None and response.status == 410
     expect(other.get_by_role("heading", level=1)).to_have_text("Este convite expirou")
     expect(other.locator("main")).to_contain_text("Peça um novo convite")
+    assert spoken(page) == [
+        *SUBMITTED,
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+        polite(EXPIRED.format(email)),
+    ]
 
 
 def test_a_filtered_list_still_hears_every_change_and_keeps_its_summary(
@@ -204,12 +252,14 @@ def test_a_filtered_list_still_hears_every_change_and_keeps_its_summary(
     other.goto(link)
     other.get_by_role("button", name="Aceitar convite").click()
 
-    wait_for_announcement(page, ACCEPTED.format(email))
+    wait_for_heard(page, polite(ACCEPTED.format(email)))
     expect(row(page, email)).to_have_attribute("data-status", "aceito")
     expect(page.locator("#resumo-convites")).to_contain_text("1 aceito")
-    assert announcements(page) == [
-        ("status", RECEIVED.format(email)),
-        ("status", SENT.format(email)),
-        ("status", ACCEPTED.format(email)),
+    assert spoken(page) == [
+        "link, Aceitos, current page",
+        *SUBMITTED,
+        polite(RECEIVED.format(email)),
+        polite(SENT.format(email)),
+        polite(ACCEPTED.format(email)),
     ]
     assert_page_was_honest(page)

@@ -13,6 +13,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
+from e2e.spoken import polite, spoken, wait_for_spoken
 from tests.services import ScriptedSmtp
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,14 @@ FAILURES = re.compile(r"^(\d+) falharam: veja a lista$|^1 falhou: veja a lista$"
 
 
 def announcements(page: Page) -> list[tuple[str, str]]:
-    return [tuple(item) for item in page.evaluate("window.__anuncios")]
+    """What the page's live regions said, as the virtual screen reader heard it (e2e/spoken.py):
+    ("status" | "alert", text), in order; focus moves left out."""
+    heard = []
+    for phrase in spoken(page):
+        for region, prefix in (("status", "polite: "), ("alert", "assertive: ")):
+            if phrase.startswith(prefix):
+                heard.append((region, phrase.removeprefix(prefix)))
+    return heard
 
 
 def test_a_50_row_batch_is_heard_as_a_few_ordered_summaries_and_axe_finds_nothing(
@@ -53,10 +61,8 @@ def test_a_50_row_batch_is_heard_as_a_few_ordered_summaries_and_axe_finds_nothin
     page.get_by_role("button", name=f"Enviar {SIZE} convites").click()
     page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
     try:
-        page.wait_for_function(
-            "text => window.__anuncios.some(([, said]) => said === text)", arg=FINAL, timeout=60_000
-        )
-    except PlaywrightTimeoutError:
+        wait_for_spoken(page, polite(FINAL), timeout=60_000)
+    except (AssertionError, PlaywrightTimeoutError):
         summary = page.locator("#lote-resumo").inner_text()
         raise AssertionError(f"never said {FINAL!r}: {announcements(page)}; {summary}") from None
     finally:
@@ -86,5 +92,5 @@ def test_a_50_row_batch_is_heard_as_a_few_ordered_summaries_and_axe_finds_nothin
     page.reload()
     expect(page.locator("#lote-resumo")).to_contain_text("Lote terminado")
     page.wait_for_timeout(1500)  # time for a (wrong) replay to arrive
-    assert announcements(page) == []  # a reload repeats nothing
+    assert spoken(page) == []  # a reload repeats nothing, not even a focus move
     assert page.evaluate("window.__violacoes") == []

@@ -12,6 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, expect
 
 from e2e.conftest import Stack
+from e2e.spoken import read_through, spoken
 from tests.helpers import sync_api_headers
 from tests.services import RedisServer, ScriptedSmtp, free_port
 from tests.signing_in import sign_in_sync
@@ -72,6 +73,18 @@ def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_live(
     button.click()
 
     expect(page.get_by_role("status")).to_have_text("2 convites voltaram para a fila.")
+    # The result comes back on a new page, in a status region filled from the first byte, which
+    # is not announced: read from the top, it is the first thing after the heading.
+    assert spoken(page) == []
+    assert read_through(page)[:7] == [
+        "main",
+        "heading, Operação, level 1",
+        "status",
+        "paragraph",
+        "2 convites voltaram para a fila.",
+        "end of paragraph",
+        "end of status",
+    ]
     painel = page.locator("#painel")
     expect(painel.locator("dt:text-is('enviado') + dd")).to_have_text("2")
 

@@ -12,14 +12,17 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, expect
 
 from e2e.conftest import Stack
+from e2e.spoken import polite, read_through, spoken
 from e2e.test_live_pages import (
+    EMAIL_FIELD,
+    RECEIVED,
     SENT,
-    announcements,
+    SUBMITTED,
     assert_page_was_honest,
     open_home,
     row,
     submit,
-    wait_for_announcement,
+    wait_for_heard,
 )
 from tests.services import ScriptedSmtp
 from tests.signing_in import sign_in_browser, wait_for_link
@@ -29,6 +32,30 @@ pytestmark = pytest.mark.e2e
 EMAIL = "leitora@exemplo.com"
 ASKED = f"Recebemos, enviando o link… (para {EMAIL})"
 LINK_SENT = f"Link de acesso enviado para {EMAIL}. Confira sua caixa de entrada."
+#: The sign-in page read from the top of its content to the end: what it is, how it works, the
+#: form, the two (empty) live regions and the (empty) list of links asked for.
+SIGN_IN_PAGE = [
+    "main",
+    "heading, Entrar no Convites, level 1",
+    "paragraph",
+    "Com o Convites você convida pessoas por e-mail e acompanha, de verdade, o que aconteceu "
+    "com cada convite.",
+    "end of paragraph",
+    "paragraph",
+    "Informe seu e-mail: enviamos um link de acesso, sem senha.",
+    "end of paragraph",
+    "form",
+    "E-mail",
+    "textbox, E-mail, required",
+    "button, Enviar link de acesso",
+    "end of form",
+    "status",
+    "alert",
+    "region, Links de acesso pedidos",
+    "heading, Links de acesso pedidos, level 2",
+    "list",
+    "end of region, Links de acesso pedidos",
+]
 
 
 def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
@@ -37,12 +64,19 @@ def test_signing_in_from_the_mail_says_each_step_once_and_lands_on_the_form(
     page = open_home(new_context(signed_in=False).new_page())
     expect(page.get_by_role("heading", level=1)).to_have_text("Entrar no Convites")
     assert Axe().run(page).violations_count == 0
+    assert read_through(page) == SIGN_IN_PAGE
 
     page.get_by_label("E-mail").fill(EMAIL)
     page.get_by_role("button", name="Enviar link de acesso").click()
-    wait_for_announcement(page, LINK_SENT)
-    assert announcements(page) == [("status", ASKED), ("status", LINK_SENT)]
+    wait_for_heard(page, polite(LINK_SENT))
     expect(page.get_by_label("E-mail")).to_be_focused()
+    assert spoken(page) == [
+        EMAIL_FIELD,
+        "button, Enviar link de acesso",
+        EMAIL_FIELD,
+        polite(ASKED),
+        polite(LINK_SENT),
+    ]
     assert_page_was_honest(page)
 
     page.goto(wait_for_link(smtp, EMAIL))
@@ -76,5 +110,18 @@ def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent
     submit(on_phone, "amiga@exemplo.com")
 
     expect(row(on_laptop, "amiga@exemplo.com")).to_have_attribute("data-status", "enviado")
-    wait_for_announcement(on_phone, SENT.format("amiga@exemplo.com"))
+    wait_for_heard(on_phone, polite(SENT.format("amiga@exemplo.com")))
+    wait_for_heard(on_laptop, polite(SENT.format("amiga@exemplo.com")))
+    # Two devices: the phone, where it was sent, hears its focus moves and both steps; the
+    # laptop hears each step once, or only "enviado" when that came before its pause for a new
+    # row was over (a row new to a page waits a moment, in case another tab of it acted).
+    assert spoken(on_phone) == [
+        *SUBMITTED,
+        polite(RECEIVED.format("amiga@exemplo.com")),
+        polite(SENT.format("amiga@exemplo.com")),
+    ]
+    assert spoken(on_laptop) in (
+        [polite(RECEIVED.format("amiga@exemplo.com")), polite(SENT.format("amiga@exemplo.com"))],
+        [polite(SENT.format("amiga@exemplo.com"))],
+    )
     assert_page_was_honest(on_laptop)

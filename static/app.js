@@ -92,8 +92,14 @@
     return mark && (mark.evento > event || (mark.evento === event && mark.texto === text));
   }
 
+  // A row new to this tab may be another tab's own action: the stream can reach this tab a
+  // moment before that tab has its answer and claims the sentence. Wait that moment first; a
+  // newer event for the row in the meantime makes the old sentence moot.
+  var NEW_ROW_GRACE_MILLISECONDS = 500;
+
   // ownAction: the person just pressed a button in this tab; say it even if another tab did.
-  function announceRow(row, ownAction) {
+  // isNew: the row was not on this page until now.
+  function announceRow(row, ownAction, isNew) {
     var text = row.dataset.anuncio;
     if (!text) return;
     var key = row.dataset.convite;
@@ -111,11 +117,20 @@
       exclusively(claim, null);
       return;
     }
-    exclusively(claim, function () {
-      if (alreadySaid(stored(key), event, text)) return;
-      remember(key, mark);
-      say(row.dataset.anuncioEm, text);
-    });
+    function sayOnce() {
+      exclusively(claim, function () {
+        if (alreadySaid(stored(key), event, text)) return;
+        remember(key, mark);
+        say(row.dataset.anuncioEm, text);
+      });
+    }
+    if (!isNew) {
+      sayOnce();
+      return;
+    }
+    setTimeout(function () {
+      if (spokenHere.get(key) === mark) sayOnce();
+    }, NEW_ROW_GRACE_MILLISECONDS);
   }
 
   // Two tabs get the same event at the same moment, and localStorage does not reach the other
@@ -204,12 +219,13 @@
     var list = byId("lista-convites");
     if (!incoming || !list) return null;
     var existing = byId(incoming.id);
+    var isNew = !existing;
     if (existing) {
       if (!isNewer(incoming, existing)) return existing;
       replaceKeepingFocus(existing, incoming);
     } else if (list.dataset.novosNoTopo === "sim" && !fitsFilter(list, incoming)) {
       // Not shown under this filter, but still news: heard once, and counted in the summary.
-      announceRow(incoming, ownAction);
+      announceRow(incoming, ownAction, true);
       rowsChanged();
       return null;
     } else if (list.dataset.novosNoTopo === "sim") {
@@ -221,7 +237,7 @@
     }
     htmx.process(incoming);
     watchSlow(incoming);
-    announceRow(incoming, ownAction);
+    announceRow(incoming, ownAction, isNew);
     rowsChanged();
     return incoming;
   }

@@ -1,0 +1,1 @@
+export { Virtual, virtual } from "@guidepup/virtual-screen-reader/browser.js";
