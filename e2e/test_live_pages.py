@@ -46,6 +46,17 @@ EMAIL_REQUIRED = "Informe o e-mail de quem você quer convidar."
 EMAIL_FIELD = "textbox, E-mail, required"
 EMAIL_FIELD_INVALID = f"textbox, E-mail, {EMAIL_REQUIRED}, invalid, required"
 SEND_BUTTON = "button, Enviar convite"
+MESSAGE_FIELD = (
+    "textbox, Mensagem (opcional), Aparece no e-mail e na página do convite. Até 500 caracteres."
+)
+#: The filter by state above "Meus convites", as each link is read (the first is the page's).
+FILTER_LINKS = [
+    "link, Todos, current page",
+    "link, Aceitos",
+    "link, Aguardando resposta",
+    "link, Precisam de atenção",
+    "link, Recusados, expirados ou cancelados",
+]
 #: Filling E-mail and pressing Enviar convite (``submit``): the clean form takes focus back.
 SUBMITTED = [EMAIL_FIELD, SEND_BUTTON, EMAIL_FIELD]
 
@@ -377,7 +388,9 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
         polite(RECEIVED.format("hugo@exemplo.com")),
         assertive(FAILED.format("hugo@exemplo.com", why)),
         "textbox, Nome (opcional)",
+        MESSAGE_FIELD,
         SEND_BUTTON,
+        *FILTER_LINKS,
         "link, hugo@exemplo.com",
         f"button, Tentar de novo o convite para hugo@exemplo.com, {why}",
         "link, hugo@exemplo.com",
