@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
+from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer
@@ -46,6 +48,7 @@ from app.web import (
     summary,
 )
 from app.web.common import error_response, signed_in_account
+from app.web.events import render_row
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
@@ -129,6 +132,8 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         # Wake-ups for the open SSE streams: Redis pub/sub, and a periodic check for lost ones.
         hub = Hub(settings.redis_url, db, check_seconds=settings.worker_heartbeat_seconds)
         await hub.start()
+        templates = build_templates(static)
+        feed = LiveFeed(db, partial(render_row, templates, settings=settings))
         try:
             yield {
                 "settings": settings,
@@ -137,9 +142,10 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "publisher": publisher,
                 "announcer": announcer,
                 "session_lookups": session_lookups,
-                "templates": build_templates(static),
+                "templates": templates,
                 "sse": sse,
                 "hub": hub,
+                "feed": feed,
                 # The notice on every page: paused by the team, or no worker alive.
                 "paused": SendingNotice(
                     PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
@@ -163,6 +164,52 @@ async def events_since(
         event = {name: mapping[f"event_{name}"] for name in invite_events.c.keys()}  # noqa: SIM118 (column names)
         pairs.append((record_from(Event, event), record_from(Invite, mapping)))
     return pairs
+
+
+#: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
+#: terms in one compound SELECT).
+READS_PER_STATEMENT = 200
+
+
+async def events_since_many(
+    db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
+) -> list[list[tuple[Event, Invite]]]:
+    """``events_since`` for many (sender, cursor) pairs at once: one statement per
+    ``READS_PER_STATEMENT`` pairs (each pair its own index range, with its own ``limit``), on one
+    connection. The answer for each pair, in the order asked."""
+    found: list[list[tuple[Event, Invite]]] = [[] for _ in reads]
+    async with db.read() as conn:
+        for start in range(0, len(reads), READS_PER_STATEMENT):
+            chunk = reads[start : start + READS_PER_STATEMENT]
+            parts = [
+                select(
+                    literal(start + index).label("read_index"),
+                    *_event_columns(),
+                    *invites.c,
+                )
+                .join(invites, invites.c.id == invite_events.c.invite_id)
+                .where(invite_events.c.sender_id == sender_id, invite_events.c.id > after_id)
+                .order_by(invite_events.c.id)
+                .limit(limit)
+                .subquery()
+                .select()
+                for index, (sender_id, after_id) in enumerate(chunk)
+            ]
+            query = parts[0] if len(parts) == 1 else union_all(*parts)
+            for row in (await conn.execute(query)).all():
+                found[row._mapping["read_index"]].append(_event_and_invite(row._mapping))
+    for pairs in found:
+        pairs.sort(key=lambda pair: pair[0].id)
+    return found
+
+
+def _event_columns() -> list[Any]:
+    return [column.label(f"event_{column.name}") for column in invite_events.c]
+
+
+def _event_and_invite(mapping: Any) -> tuple[Event, Invite]:
+    event = {name: mapping[f"event_{name}"] for name in invite_events.c.keys()}  # noqa: SIM118 (column names)
+    return record_from(Event, event), record_from(Invite, mapping)
 
 
 async def _last_event_id(conn: AsyncConnection, sender_id: str | None) -> int:
