@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select, union_all
+from sqlalchemy import bindparam, func, literal_column, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
@@ -168,7 +168,7 @@ async def events_since(
 
 #: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
 #: terms in one compound SELECT).
-READS_PER_STATEMENT = 200
+READS_PER_STATEMENT = 128
 
 
 async def events_since_many(
@@ -181,26 +181,50 @@ async def events_since_many(
     async with db.read() as conn:
         for start in range(0, len(reads), READS_PER_STATEMENT):
             chunk = reads[start : start + READS_PER_STATEMENT]
-            parts = [
-                select(
-                    literal(start + index).label("read_index"),
-                    *_event_columns(),
-                    *invites.c,
-                )
-                .join(invites, invites.c.id == invite_events.c.invite_id)
-                .where(invite_events.c.sender_id == sender_id, invite_events.c.id > after_id)
-                .order_by(invite_events.c.id)
-                .limit(limit)
-                .subquery()
-                .select()
-                for index, (sender_id, after_id) in enumerate(chunk)
-            ]
-            query = parts[0] if len(parts) == 1 else union_all(*parts)
-            for row in (await conn.execute(query)).all():
-                found[row._mapping["read_index"]].append(_event_and_invite(row._mapping))
+            query = _events_since_statement(len(chunk))
+            params: dict[str, Any] = {"limit": limit}
+            for index in range(_shape(len(chunk))):
+                # Unused slots of the shape ask for a sender that cannot exist: no rows.
+                sender_id, after_id = chunk[index] if index < len(chunk) else ("", 0)
+                params[f"sender_{index}"], params[f"after_{index}"] = sender_id, after_id
+            for row in (await conn.execute(query, params)).all():
+                index = row._mapping["read_index"]
+                if index < len(chunk):
+                    found[start + index].append(_event_and_invite(row._mapping))
     for pairs in found:
         pairs.sort(key=lambda pair: pair[0].id)
     return found
+
+
+def _shape(count: int) -> int:
+    """The statement size for ``count`` pairs: the next power of two (a handful of shapes)."""
+    return 1 << max(0, count - 1).bit_length()
+
+
+_STATEMENTS: dict[int, Any] = {}
+
+
+def _events_since_statement(count: int) -> Any:
+    """One statement object per shape, built once: SQLAlchemy memoizes its cache key and keeps
+    its compiled form, so a round of reads costs no SQL compilation."""
+    size = _shape(count)
+    statement = _STATEMENTS.get(size)
+    if statement is None:
+        parts = [
+            select(literal_column(str(index)).label("read_index"), *_event_columns(), *invites.c)
+            .join(invites, invites.c.id == invite_events.c.invite_id)
+            .where(
+                invite_events.c.sender_id == bindparam(f"sender_{index}"),
+                invite_events.c.id > bindparam(f"after_{index}"),
+            )
+            .order_by(invite_events.c.id)
+            .limit(bindparam("limit"))
+            .subquery()
+            .select()
+            for index in range(size)
+        ]
+        statement = _STATEMENTS[size] = parts[0] if size == 1 else union_all(*parts)
+    return statement
 
 
 def _event_columns() -> list[Any]:

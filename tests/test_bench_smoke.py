@@ -31,4 +31,5 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
         assert heading in text
     assert text.count("**target ") >= 4
     assert "| sqlite3 insert |" in text and "arq no-op" in text
+    assert "× the bare broadcast" in text and "bare sse-starlette broadcast" in text
     assert (report.parent / "benchmarks.png").stat().st_size > 0

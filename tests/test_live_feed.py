@@ -102,6 +102,22 @@ async def test_senders_woken_together_share_one_read_and_each_gets_only_its_rows
         assert len(rows) == 1 and f"para-{sender}@".encode() in rows[0]
 
 
+async def test_many_senders_woken_together_cost_one_statement_per_hundred_and_twenty_eight(
+    settings: Settings, db: Database
+) -> None:
+    await _invite(db, "ana", "convidada@exemplo.com")
+    quiet = [f"sem-novidade-{n}" for n in range(199)]
+    feed = feed_for(settings, db)
+
+    with event_reads(db) as reads:
+        answers = await asyncio.gather(
+            *(feed.changes(sender, _cursor(db)) for sender in ["ana", *quiet])
+        )
+
+    assert len(reads) == 2  # 200 pairs: 128 + 72
+    assert len(answers[0]) == 1 and all(rows == [] for rows in answers[1:])
+
+
 async def test_each_stream_reads_from_its_own_cursor(settings: Settings, db: Database) -> None:
     first = await _invite(db, "ana", "um@exemplo.com")
     behind = _cursor(db)
