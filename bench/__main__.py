@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import load, report, scenarios
+from bench import baselines, load, report, scenarios
 from bench.procs import ROOT, tool_version
 from bench.stack import Stack
 
@@ -24,6 +24,7 @@ SCENARIOS = {
     "e2e": scenarios.end_to_end,
     "live": scenarios.live,
     "backlog": scenarios.backlog,
+    "naive": baselines.naive,
 }
 
 

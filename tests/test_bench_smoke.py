@@ -26,6 +26,7 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
         "## 2. End to end",
         "## 3. Live",
         "## 4. Backlog",
+        "## 5. What a user would build instead",
         "## Memory and start-up",
     ):
         assert heading in text
