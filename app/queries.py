@@ -167,33 +167,52 @@ async def events_since(
 
 
 #: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
-#: terms in one compound SELECT).
-READS_PER_STATEMENT = 128
+#: terms in one compound SELECT; each shape's compiled form is kept, so it stays small).
+READS_PER_STATEMENT = 64
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """What a stream needs of one event to move its cursor (``app.live.settle``)."""
+
+    id: int
+    created_at: datetime
+    invite_id: int
 
 
 async def events_since_many(
     db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
-) -> list[list[tuple[Event, Invite]]]:
-    """``events_since`` for many (sender, cursor) pairs at once: one statement per
-    ``READS_PER_STATEMENT`` pairs (each pair its own index range, with its own ``limit``), on one
-    connection. The answer for each pair, in the order asked."""
-    found: list[list[tuple[Event, Invite]]] = [[] for _ in reads]
+) -> list[list[tuple[EventMark, Invite]]]:
+    """For each (sender, cursor) pair, the sender's events newer than the cursor (oldest first,
+    at most ``limit``), each with its invite as it is now; in the order asked.
+
+    One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
+    range), then one for the invites they name, on one connection."""
+    marks: list[list[EventMark]] = [[] for _ in reads]
     async with db.read() as conn:
         for start in range(0, len(reads), READS_PER_STATEMENT):
             chunk = reads[start : start + READS_PER_STATEMENT]
-            query = _events_since_statement(len(chunk))
             params: dict[str, Any] = {"limit": limit}
             for index in range(_shape(len(chunk))):
                 # Unused slots of the shape ask for a sender that cannot exist: no rows.
                 sender_id, after_id = chunk[index] if index < len(chunk) else ("", 0)
                 params[f"sender_{index}"], params[f"after_{index}"] = sender_id, after_id
-            for row in (await conn.execute(query, params)).all():
-                index = row._mapping["read_index"]
+            rows = await conn.execute(_events_since_statement(len(chunk)), params)
+            for index, event_id, created_at, invite_id in rows.all():
                 if index < len(chunk):
-                    found[start + index].append(_event_and_invite(row._mapping))
-    for pairs in found:
-        pairs.sort(key=lambda pair: pair[0].id)
-    return found
+                    marks[start + index].append(EventMark(event_id, created_at, invite_id))
+        wanted = sorted({mark.invite_id for found in marks for mark in found})
+        found_invites = {}
+        if wanted:
+            rows = await conn.execute(_INVITES_BY_ID, {"ids": wanted})
+            found_invites = {row.id: record_from(Invite, row) for row in rows}
+    return [
+        [(mark, found_invites[mark.invite_id]) for mark in sorted(found, key=lambda m: m.id)]
+        for found in marks
+    ]
+
+
+_INVITES_BY_ID = select(invites).where(invites.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _shape(count: int) -> int:
@@ -211,8 +230,12 @@ def _events_since_statement(count: int) -> Any:
     statement = _STATEMENTS.get(size)
     if statement is None:
         parts = [
-            select(literal_column(str(index)).label("read_index"), *_event_columns(), *invites.c)
-            .join(invites, invites.c.id == invite_events.c.invite_id)
+            select(
+                literal_column(str(index)).label("read_index"),
+                invite_events.c.id,
+                invite_events.c.created_at,
+                invite_events.c.invite_id,
+            )
             .where(
                 invite_events.c.sender_id == bindparam(f"sender_{index}"),
                 invite_events.c.id > bindparam(f"after_{index}"),
@@ -225,15 +248,6 @@ def _events_since_statement(count: int) -> Any:
         ]
         statement = _STATEMENTS[size] = parts[0] if size == 1 else union_all(*parts)
     return statement
-
-
-def _event_columns() -> list[Any]:
-    return [column.label(f"event_{column.name}") for column in invite_events.c]
-
-
-def _event_and_invite(mapping: Any) -> tuple[Event, Invite]:
-    event = {name: mapping[f"event_{name}"] for name in invite_events.c.keys()}  # noqa: SIM118 (column names)
-    return record_from(Event, event), record_from(Invite, mapping)
 
 
 async def _last_event_id(conn: AsyncConnection, sender_id: str | None) -> int:

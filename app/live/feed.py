@@ -25,7 +25,8 @@ from app import queries
 from app.clock import utcnow
 from app.db import Database
 from app.live.settle import StreamCursor
-from app.records import Event, Invite
+from app.queries import EventMark
+from app.records import Invite
 
 #: The HTML of one row: (invite as it is now, its newest event id, now) → the fragment.
 RenderRow = Callable[[Invite, int, datetime], str]
@@ -53,7 +54,7 @@ class Rendered:
 class Answer:
     """One (sender, cursor) read: its events oldest first, each with its invite as it is now."""
 
-    def __init__(self, pairs: list[tuple[Event, Invite]], rendered: Rendered) -> None:
+    def __init__(self, pairs: list[tuple[EventMark, Invite]], rendered: Rendered) -> None:
         self.pairs = pairs
         self.rendered = rendered
 
