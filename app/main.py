@@ -33,6 +33,7 @@ from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
+from app.ratelimit import Limiter
 from app.sessions import SessionLookups
 from app.snapshots import Snapshots
 from app.status import CANCELLABLE, RESENDABLE
@@ -125,6 +126,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
         announcer = Announcer(redis)
+        limiter = Limiter(redis)
         session_lookups = SessionLookups(db)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
@@ -141,6 +143,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "redis": redis,
                 "publisher": publisher,
                 "announcer": announcer,
+                "limiter": limiter,
                 "session_lookups": session_lookups,
                 "templates": templates,
                 "sse": sse,
@@ -159,6 +162,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
+            await _bounded(limiter.close(), "rate limiter")
             await _bounded(session_lookups.close(), "session lookups")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
