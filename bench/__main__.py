@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, load, report, scenarios
+from bench import baselines, load, report, scaling, scenarios
 from bench.procs import ROOT, tool_version
 from bench.stack import Stack
 
@@ -25,6 +25,7 @@ SCENARIOS = {
     "live": scenarios.live,
     "backlog": scenarios.backlog,
     "naive": baselines.naive,
+    "workers": scaling.workers,
 }
 
 

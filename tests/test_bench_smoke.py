@@ -27,6 +27,7 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
         "## 3. Live",
         "## 4. Backlog",
         "## 5. What a user would build instead",
+        "## 6. Backlog drained by one worker process, then by two",
         "## Memory and start-up",
     ):
         assert heading in text
