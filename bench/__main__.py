@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, load, report, scaling, scenarios
+from bench import baselines, load, paced_accept, report, scaling, scenarios
 from bench.procs import ROOT, tool_version
 from bench.stack import Stack
 
@@ -26,6 +26,7 @@ SCENARIOS = {
     "backlog": scenarios.backlog,
     "naive": baselines.naive,
     "workers": scaling.workers,
+    "paced": paced_accept.paced,
 }
 
 

@@ -28,6 +28,7 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
         "## 4. Backlog",
         "## 5. What a user would build instead",
         "## 6. Backlog drained by one worker process, then by two",
+        "## 7. Accept paced at 300 requests/s",
         "## Memory and start-up",
     ):
         assert heading in text
