@@ -145,14 +145,16 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
     with held_first_read(db) as (started, release):
         first = asyncio.create_task(feed.changes("ana", _cursor(db)))
         await started.wait()  # its statement ran (its snapshot is taken); it is still going
-        await transitions.claim_for_sending(db, invite.public_id, 1, lease_seconds=60)
+        claim = await transitions.claim_for_sending(db, invite.public_id, 1, lease_seconds=60)
         late = asyncio.create_task(feed.changes("ana", _cursor(db)))  # same sender and cursor
         await asyncio.sleep(0.05)
         release.set()
         early = await first
 
-    assert b'data-status="pendente"' in early[0]
-    assert b'data-status="enviando"' in (await late)[0]
+    assert claim is not None
+    claimed = f"id: {claim.event_id}\r\n".encode()
+    assert not early[0].startswith(claimed)  # the read in flight knew only the first event
+    assert (await late)[0].startswith(claimed)  # the later ask got a read of its own
 
 
 @contextmanager
