@@ -144,28 +144,6 @@ async def invite_history(db: Database, invite_id: int) -> list[Event]:
     return [record_from(Event, row) for row in rows]
 
 
-async def events_since(
-    db: Database, sender_id: str, after_id: int, limit: int = 500
-) -> list[tuple[Event, Invite]]:
-    """The sender's events newer than ``after_id``, oldest first, each with its invite now."""
-    event_columns = [column.label(f"event_{column.name}") for column in invite_events.c]
-    query = (
-        select(*event_columns, invites)
-        .join(invites, invites.c.id == invite_events.c.invite_id)
-        .where(invite_events.c.sender_id == sender_id, invite_events.c.id > after_id)
-        .order_by(invite_events.c.id)
-        .limit(limit)
-    )
-    async with db.read() as conn:
-        rows = (await conn.execute(query)).all()
-    pairs = []
-    for row in rows:
-        mapping = row._mapping
-        event = {name: mapping[f"event_{name}"] for name in invite_events.c.keys()}  # noqa: SIM118 (column names)
-        pairs.append((record_from(Event, event), record_from(Invite, mapping)))
-    return pairs
-
-
 #: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
 #: terms in one compound SELECT; each shape's compiled form is kept, so it stays small).
 READS_PER_STATEMENT = 64
@@ -183,8 +161,9 @@ class EventMark:
 async def events_since_many(
     db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
 ) -> list[list[tuple[EventMark, Invite]]]:
-    """For each (sender, cursor) pair, the sender's events newer than the cursor (oldest first,
-    at most ``limit``), each with its invite as it is now; in the order asked.
+    """The live feed's read: for each (sender, cursor) pair, the sender's events newer than the
+    cursor (oldest first, at most ``limit``), each with its invite as it is now; in the order
+    asked.
 
     One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
     range), then one for the invites they name, on one connection."""
