@@ -45,6 +45,7 @@ async def _break_the_database(db: Database) -> None:
     async with db.write() as conn:
         await conn.execute(text("DROP TABLE signin_tokens"))
         await conn.execute(text("DROP TABLE bounces"))
+        await conn.execute(text("DROP TABLE invite_links"))
         await conn.execute(text("DROP TABLE invite_events"))
         await conn.execute(text("DROP TABLE outbox"))
         await conn.execute(text("DROP TABLE invites"))
