@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
+from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer
@@ -31,6 +33,7 @@ from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
+from app.ratelimit import Limiter
 from app.sessions import SessionLookups
 from app.snapshots import Snapshots
 from app.status import CANCELLABLE, RESENDABLE
@@ -48,6 +51,7 @@ from app.web import (
     summary,
 )
 from app.web.common import error_response, signed_in_account
+from app.web.events import render_row
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
@@ -124,6 +128,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
         announcer = Announcer(redis)
+        limiter = Limiter(redis)
         session_lookups = SessionLookups(db)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
@@ -131,6 +136,8 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         # Wake-ups for the open SSE streams: Redis pub/sub, and a periodic check for lost ones.
         hub = Hub(settings.redis_url, db, check_seconds=settings.worker_heartbeat_seconds)
         await hub.start()
+        templates = build_templates(static)
+        feed = LiveFeed(db, partial(render_row, templates, settings=settings))
         try:
             yield {
                 "settings": settings,
@@ -138,10 +145,12 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "redis": redis,
                 "publisher": publisher,
                 "announcer": announcer,
+                "limiter": limiter,
                 "session_lookups": session_lookups,
-                "templates": build_templates(static),
+                "templates": templates,
                 "sse": sse,
                 "hub": hub,
+                "feed": feed,
                 # The notice on every page: paused by the team, or no worker alive.
                 "paused": SendingNotice(
                     PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
@@ -155,6 +164,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
+            await _bounded(limiter.close(), "rate limiter")
             await _bounded(session_lookups.close(), "session lookups")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, literal_column, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
@@ -143,10 +144,96 @@ async def invite_history(db: Database, invite_id: int) -> list[Event]:
     return [record_from(Event, row) for row in rows]
 
 
+#: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
+#: terms in one compound SELECT; each shape's compiled form is kept, so it stays small).
+READS_PER_STATEMENT = 64
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """What a stream needs of one event to move its cursor (``app.live.settle``)."""
+
+    id: int
+    created_at: datetime
+    invite_id: int
+
+
+async def events_since_many(
+    db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
+) -> list[list[tuple[EventMark, Invite]]]:
+    """The live feed's read: for each (sender, cursor) pair, the sender's events newer than the
+    cursor (oldest first, at most ``limit``), each with its invite as it is now; in the order
+    asked.
+
+    One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
+    range), then one for the invites they name, on one connection."""
+    marks: list[list[EventMark]] = [[] for _ in reads]
+    async with db.read() as conn:
+        for start in range(0, len(reads), READS_PER_STATEMENT):
+            chunk = reads[start : start + READS_PER_STATEMENT]
+            params: dict[str, Any] = {"limit": limit}
+            for index in range(_shape(len(chunk))):
+                # Unused slots of the shape ask for a sender that cannot exist: no rows.
+                sender_id, after_id = chunk[index] if index < len(chunk) else ("", 0)
+                params[f"sender_{index}"], params[f"after_{index}"] = sender_id, after_id
+            rows = await conn.execute(_events_since_statement(len(chunk)), params)
+            for index, event_id, created_at, invite_id in rows.all():
+                if index < len(chunk):
+                    marks[start + index].append(EventMark(event_id, created_at, invite_id))
+        wanted = sorted({mark.invite_id for found in marks for mark in found})
+        found_invites = {}
+        if wanted:
+            rows = await conn.execute(_INVITES_BY_ID, {"ids": wanted})
+            found_invites = {row.id: record_from(Invite, row) for row in rows}
+    return [
+        [(mark, found_invites[mark.invite_id]) for mark in sorted(found, key=lambda m: m.id)]
+        for found in marks
+    ]
+
+
+_INVITES_BY_ID = select(invites).where(invites.c.id.in_(bindparam("ids", expanding=True)))
+
+
+def _shape(count: int) -> int:
+    """The statement size for ``count`` pairs: the next power of two (a handful of shapes)."""
+    return 1 << max(0, count - 1).bit_length()
+
+
+_STATEMENTS: dict[int, Any] = {}
+
+
+def _events_since_statement(count: int) -> Any:
+    """One statement object per shape, built once: SQLAlchemy memoizes its cache key and keeps
+    its compiled form, so a round of reads costs no SQL compilation."""
+    size = _shape(count)
+    statement = _STATEMENTS.get(size)
+    if statement is None:
+        parts = [
+            select(
+                literal_column(str(index)).label("read_index"),
+                invite_events.c.id,
+                invite_events.c.created_at,
+                invite_events.c.invite_id,
+            )
+            .where(
+                invite_events.c.sender_id == bindparam(f"sender_{index}"),
+                invite_events.c.id > bindparam(f"after_{index}"),
+            )
+            .order_by(invite_events.c.id)
+            .limit(bindparam("limit"))
+            .subquery()
+            .select()
+            for index in range(size)
+        ]
+        statement = _STATEMENTS[size] = parts[0] if size == 1 else union_all(*parts)
+    return statement
+
+
 async def events_since(
     db: Database, sender_id: str, after_id: int, limit: int = 500
 ) -> list[tuple[Event, Invite]]:
-    """The sender's events newer than ``after_id``, oldest first, each with its invite now."""
+    """The sender's events newer than ``after_id``, oldest first, each with its invite now
+    (one stream's own read: a batch page walks its batch's rows in pages of ``limit``)."""
     event_columns = [column.label(f"event_{column.name}") for column in invite_events.c]
     query = (
         select(*event_columns, invites)

@@ -21,13 +21,15 @@ import ipaddress
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app.batching import Batcher
 from app.config import Settings
 from app.validation import same_address
 
@@ -175,19 +177,15 @@ def signin_limits(settings: Settings, email: str, address: str) -> list[Limit]:
     ]
 
 
-async def take(redis: Redis, limits: list[Limit]) -> Refusal | None:
-    """Count one hit on every limit, or on none if any is full (then say which)."""
-    args: list[str] = []
+def _take_arguments(limits: list[Limit]) -> list[str]:
+    """The script's keys, then a limit and a window for each."""
+    args = [limit.key for limit in limits]
     for limit in limits:
         args += [str(limit.limit), str(limit.window_seconds)]
-    try:
-        index, ttl = await cast(
-            Awaitable[list[int]],
-            redis.eval(_TAKE, len(limits), *(limit.key for limit in limits), *args),
-        )
-    except (RedisError, OSError) as exc:
-        log.warning("rate limiter unavailable; request allowed", extra={"error": str(exc)})
-        return None
+    return args
+
+
+def _refusal(limits: list[Limit], index: int, ttl: int) -> Refusal | None:
     if index == 0:
         return None
     refused = limits[int(index) - 1]
@@ -262,6 +260,49 @@ async def used(redis: Redis, limits: list[Limit]) -> list[int]:
         log.warning("rate limiter unavailable; counts unknown", extra={"error": str(exc)})
         return [0] * len(limits)
     return [int(value or 0) for value in values]
+
+
+async def take(redis: Redis, limits: list[Limit]) -> Refusal | None:
+    """Count one hit on every limit, or on none if any is full (then say which)."""
+    try:
+        index, ttl = await cast(
+            Awaitable[list[int]], redis.eval(_TAKE, len(limits), *_take_arguments(limits))
+        )
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; request allowed", extra={"error": str(exc)})
+        return None
+    return _refusal(limits, index, ttl)
+
+
+async def _take_each(redis: Redis, batch: Sequence[list[Limit]]) -> list[Any]:
+    async with redis.pipeline(transaction=False) as pipe:
+        for limits in batch:
+            pipe.eval(_TAKE, len(limits), *_take_arguments(limits))
+        # A failed script is that caller's error, not the batch's.
+        return list(await pipe.execute(raise_on_error=False))
+
+
+class Limiter:
+    """``take`` for concurrent requests in one pipeline: one Redis round trip per batch.
+
+    Each request's limits are still checked and counted by its own run of the script (atomic on
+    its own, one after the other in Redis), so a batch can never let two requests both take the
+    last unit; a refusal or a Redis outage is each caller's own, exactly as with ``take``.
+    """
+
+    def __init__(self, redis: Redis) -> None:
+        self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
+
+    async def take(self, limits: list[Limit]) -> Refusal | None:
+        try:
+            index, ttl = await self._batcher.run(_take_each, limits)
+        except (RedisError, OSError) as exc:
+            log.warning("rate limiter unavailable; request allowed", extra={"error": str(exc)})
+            return None
+        return _refusal(limits, index, ttl)
+
+    async def close(self) -> None:
+        await self._batcher.close()
 
 
 class TooManyStreams(Exception):

@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import batch, load, report, scenarios
+from bench import baselines, batch, load, paced_accept, report, scaling, scenarios
 from bench.procs import ROOT, tool_version
 from bench.stack import Stack
 
@@ -25,6 +25,9 @@ SCENARIOS = {
     "live": scenarios.live,
     "backlog": scenarios.backlog,
     "batch": batch.batch,
+    "naive": baselines.naive,
+    "workers": scaling.workers,
+    "paced": paced_accept.paced,
 }
 
 

@@ -27,9 +27,13 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
         "## 3. Live",
         "## 4. Backlog",
         "## 5. Batch",
+        "## 6. What a user would build instead",
+        "## 7. Backlog drained by one worker process, then by two",
+        "## 8. Accept paced at 300 requests/s",
         "## Memory and start-up",
     ):
         assert heading in text
     assert text.count("**target ") >= 4
     assert "| sqlite3 insert |" in text and "arq no-op" in text
+    assert "× the bare broadcast" in text and "bare sse-starlette broadcast" in text
     assert (report.parent / "benchmarks.png").stat().st_size > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import replace
@@ -14,6 +15,8 @@ from app.config import Settings
 from app.db import Database
 from app.ratelimit import (
     STREAM_SLOT_SECONDS,
+    Limit,
+    Limiter,
     TooManyStreams,
     open_stream_slot,
 )
@@ -213,3 +216,39 @@ async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixt
     finally:
         await down.aclose()
     assert "stream limiter unavailable" in caplog.text
+
+
+async def test_concurrent_requests_in_one_batch_never_both_take_the_last_unit(
+    redis: Redis,
+) -> None:
+    limiter = Limiter(redis)
+    per_sender = Limit("sender_minute", "convites:limite:teste:remetente", 5, 60)
+
+    answers = await asyncio.gather(
+        *(
+            limiter.take([per_sender, Limit("x", f"convites:limite:teste:{n}", 99, 60)])
+            for n in range(20)
+        )
+    )
+    await limiter.close()
+
+    assert [answer is None for answer in answers].count(True) == 5
+    assert {answer.limit.kind for answer in answers if answer is not None} == {"sender_minute"}
+    assert await redis.get("convites:limite:teste:remetente") == b"5"
+
+
+async def test_with_redis_down_the_batched_limiter_lets_requests_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
+    limiter = Limiter(down)
+    try:
+        with caplog.at_level(logging.WARNING):
+            answers = await asyncio.gather(
+                *(limiter.take([Limit("x", "convites:limite:teste", 1, 60)]) for _ in range(3))
+            )
+    finally:
+        await limiter.close()
+        await down.aclose()
+    assert answers == [None, None, None]
+    assert "rate limiter unavailable" in caplog.text

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from app import queries
 from app.clock import utcnow
 from app.db import Database
+from app.queries import EventMark
 from app.records import Event
 
 SETTLE_SECONDS = 2.0
@@ -61,7 +62,7 @@ class StreamCursor:
     def is_new(self, event_id: int) -> bool:
         return event_id not in self.sent_above
 
-    def advance(self, events: Sequence[Event]) -> None:
+    def advance(self, events: Sequence[Event | EventMark]) -> None:
         """Move past the settled prefix of ``events`` (oldest first); remember the rest."""
         limit = horizon()
         settled = True

@@ -54,8 +54,9 @@ class BatchStream(Stream):
         rows = await store.batch_rows(self.db, self.batch)
         return [self.row_event(row, rows.event_ids.get(row.id, 0)) for row in rows.invites]
 
-    async def changes(self) -> list[ServerSentEvent]:
-        """Each of the batch's invites changed since the cursor, once, as it is now."""
+    async def changes(self) -> list[bytes]:
+        """Each of the batch's invites changed since the cursor, once, as it is now (the
+        batch page's own read: only this page shows these rows together)."""
         newest: dict[int, tuple[int, Invite]] = {}
         while True:
             assert self.cursor.position is not None
@@ -69,7 +70,7 @@ class BatchStream(Stream):
             if len(pairs) < READ_SIZE or self.cursor.position == position:
                 break
         ordered = sorted(newest.values(), key=lambda pair: pair[0])
-        return [self.row_event(invite, event_id) for event_id, invite in ordered]
+        return [self.row_event(invite, event_id).encode() for event_id, invite in ordered]
 
     async def summary(self) -> ServerSentEvent | None:
         """The batch's summary, when rows changed and it may speak (or the batch is done)."""
@@ -95,7 +96,7 @@ class BatchStream(Stream):
             period = min(period, self.throttle.wait() + 0.05)
         return await wakeup.wait(period)
 
-    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
+    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent | bytes]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
         if self.cursor.position is None:
             for event in await self.snapshot():
@@ -105,8 +106,8 @@ class BatchStream(Stream):
             if rang:
                 rows = await self.changes()
                 self.dirty = self.dirty or bool(rows)
-                for event in rows:
-                    yield event
+                for row in rows:
+                    yield row
             summary = await self.summary()
             if summary is not None:
                 yield summary
@@ -137,7 +138,7 @@ async def stream(request: Request) -> Response:
         return exc.response
     live.slot = slot
 
-    async def generate() -> AsyncIterator[ServerSentEvent]:
+    async def generate() -> AsyncIterator[ServerSentEvent | bytes]:
         try:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
                 async for event in live.events(wakeup):

@@ -3,7 +3,8 @@
 The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``,
 whose periodic check also rings a stream whose wake-up was lost). After each wake-up the stream
 reads the sender's event rows newer than its cursor and sends each changed invite as
-its rendered row (``_invite_row.html``), with the newest event id as the SSE id. A stream that
+its rendered row (``_invite_row.html``), with the newest event id as the SSE id; the streams
+that wake together share one read and each row's bytes (``app.live.feed``). A stream that
 starts without a cursor first sends the current state of the sender's visible rows.
 """
 
@@ -25,6 +26,7 @@ from app import queries
 from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
+from app.live.feed import LiveFeed
 from app.live.hub import Hub, Wakeup
 from app.live.settle import StreamCursor
 from app.pause import SendingNotice
@@ -94,6 +96,7 @@ class Stream:
         self.db: Database = db_of(request)
         self.redis: Any = request.state.redis
         self.hub: Hub = request.state.hub
+        self.feed: LiveFeed = request.state.feed
         self.settings = settings_of(request)
         self.templates = templates_of(request)
         self.sender = scope  # a signed-in account's id, or a signed-out browser's (its links)
@@ -124,17 +127,10 @@ class Stream:
             self.row_event(row, page.event_ids.get(row.id, 0)) for row in reversed(page.invites)
         ]
 
-    async def changes(self) -> list[ServerSentEvent]:
-        """Each invite changed since the cursor, once, as it is now."""
-        assert self.cursor.position is not None
-        pairs = await queries.events_since(self.db, self.sender, self.cursor.position)
-        newest: dict[int, tuple[int, Invite]] = {}
-        for event, invite in pairs:
-            if self.cursor.is_new(event.id):
-                newest[invite.id] = (event.id, invite)
-        self.cursor.advance([event for event, _ in pairs])
-        ordered = sorted(newest.values(), key=lambda pair: pair[0])
-        return [self.row_event(invite, event_id) for event_id, invite in ordered]
+    async def changes(self) -> list[bytes]:
+        """Each invite changed since the cursor, once, as it is now: read and rendered once for
+        every stream of this process that asks in the same moment (``LiveFeed``)."""
+        return await self.feed.changes(self.sender, self.cursor)
 
     async def notice(self) -> ServerSentEvent | None:
         """The paused notice, when it changed since the last one this stream sent (the first
@@ -162,7 +158,7 @@ class Stream:
         remaining = max(0.0, self.ends_at - time.monotonic())
         return await wakeup.wait(min(self.settings.worker_heartbeat_seconds, remaining))
 
-    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent]:
+    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent | bytes]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
         if self.cursor.position is None:
             for event in await self.snapshot():
@@ -170,8 +166,8 @@ class Stream:
         rang = True
         while not self.ending:
             if rang:
-                for event in await self.changes():
-                    yield event
+                for row in await self.changes():
+                    yield row
             notice = await self.notice()
             if notice is not None:
                 yield notice
@@ -206,7 +202,7 @@ async def stream(request: Request) -> Response:
         return exc.response
     live.slot = slot
 
-    async def generate() -> AsyncIterator[ServerSentEvent]:
+    async def generate() -> AsyncIterator[ServerSentEvent | bytes]:
         # Counted inside the generator: exactly while the stream is open (see app.metrics).
         try:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:

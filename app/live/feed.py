@@ -1,0 +1,115 @@
+"""Read once, render once: the open streams of a web process share their reads and their bytes.
+
+When the hub rings, every stream of the woken senders asks for its sender's events after its
+own cursor (``changes``). Asks that come in the same moment — or while a read is running, when
+they form the next one — are answered by one query for every (sender, cursor) pair
+(``queries.events_since_many``); streams with the same pair share one answer. Each changed row
+is rendered and encoded as server-sent-event bytes once per read, and every stream that sends
+it sends those bytes (sse-starlette writes ``bytes`` from the generator as they are).
+
+A read that already started never answers a later ask: the ring may be for a row committed
+after it began, so the ask waits for the next read. Each stream keeps its own cursor
+(``StreamCursor``: the PostgreSQL settle rule), and a pair's answer holds only that sender's
+rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+
+from sse_starlette import ServerSentEvent
+
+from app import queries
+from app.clock import utcnow
+from app.db import Database
+from app.live.settle import StreamCursor
+from app.queries import EventMark
+from app.records import Invite
+
+#: The HTML of one row: (invite as it is now, its newest event id, now) → the fragment.
+RenderRow = Callable[[Invite, int, datetime], str]
+Read = tuple[str, int]  # (sender, after this event id)
+
+
+class Rendered:
+    """The rows of one read round, each rendered and encoded once, whoever sends it."""
+
+    def __init__(self, feed: LiveFeed) -> None:
+        self._feed = feed
+        self._now = utcnow()
+        self._bytes: dict[tuple[int, int], bytes] = {}
+
+    def encoded(self, invite: Invite, event_id: int) -> bytes:
+        key = (invite.id, event_id)
+        found = self._bytes.get(key)
+        if found is None:
+            html = self._feed.render(invite, event_id, self._now)
+            found = ServerSentEvent(data=html, event="convite", id=str(event_id)).encode()
+            self._bytes[key] = found
+        return found
+
+
+class Answer:
+    """One (sender, cursor) read: its events oldest first, each with its invite as it is now."""
+
+    def __init__(self, pairs: list[tuple[EventMark, Invite]], rendered: Rendered) -> None:
+        self.pairs = pairs
+        self.rendered = rendered
+
+
+class LiveFeed:
+    """One process's reads for its open streams: batched, single-flight per (sender, cursor)."""
+
+    def __init__(self, db: Database, render: RenderRow, *, limit: int = 500) -> None:
+        self.db = db
+        self.render = render
+        self.limit = limit
+        self._waiting: dict[Read, asyncio.Future[Answer]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def changes(self, sender_id: str, cursor: StreamCursor) -> list[bytes]:
+        """Each of the sender's invites changed since ``cursor``, once, as it is now (as SSE
+        bytes, newest event last), and the cursor moved past them."""
+        assert cursor.position is not None
+        answer = await self._read(sender_id, cursor.position)
+        newest: dict[int, tuple[int, Invite]] = {}
+        for event, invite in answer.pairs:
+            if cursor.is_new(event.id):
+                newest[invite.id] = (event.id, invite)
+        cursor.advance([event for event, _ in answer.pairs])
+        ordered = sorted(newest.values(), key=lambda pair: pair[0])
+        return [answer.rendered.encoded(invite, event_id) for event_id, invite in ordered]
+
+    async def _read(self, sender_id: str, after_id: int) -> Answer:
+        key = (sender_id, after_id)
+        future = self._waiting.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._waiting[key] = future
+            if self._task is None or self._task.done():
+                self._task = asyncio.create_task(self._drain(), name="live-feed")
+        # Shielded: a stream that goes away must not cancel the read the others wait for.
+        return await asyncio.shield(future)
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, {}
+            reads = list(batch)
+            try:
+                found = await queries.events_since_many(self.db, reads, self.limit)
+            except Exception as exc:  # each stream sees the error, as its own read would
+                for future in batch.values():
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            except BaseException:
+                for future in (*batch.values(), *self._waiting.values()):
+                    future.cancel()
+                self._waiting.clear()
+                raise
+            rendered = Rendered(self)
+            for read, pairs in zip(reads, found, strict=True):
+                if not batch[read].done():
+                    batch[read].set_result(Answer(pairs, rendered))

@@ -1,0 +1,180 @@
+"""The live feed: the streams of a web process that wake together share one read of the database
+and one rendering of each changed row (real database, real templates; statements counted)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.util import await_only
+
+from app import transitions
+from app.config import Settings
+from app.db import Database
+from app.live.feed import LiveFeed
+from app.live.settle import StreamCursor
+from app.main import build_templates
+from app.records import Invite
+from app.web.events import render_row
+from app.web.static import StaticAssets
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class CountingRender:
+    """The app's own row rendering, counted."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.templates = build_templates(StaticAssets(ROOT / "static"))
+        self.settings = settings
+        self.calls = 0
+
+    def __call__(self, invite: Invite, event_id: int, now: datetime) -> str:
+        self.calls += 1
+        return render_row(self.templates, invite, event_id, now, self.settings)
+
+
+@contextmanager
+def event_reads(db: Database) -> Iterator[list[str]]:
+    """Every SELECT run through the database's reader (a round of reads is two: the events of
+    every pair asked, then the invites they name)."""
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    engine = db.reader.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+async def _invite(db: Database, sender: str, email: str) -> Invite:
+    change = await transitions.create_invite(
+        db, sender_id=sender, email=email, name=None, correlation_id=""
+    )
+    return change.invite
+
+
+def _cursor(db: Database, position: int = 0) -> StreamCursor:
+    return StreamCursor(position, exact=db.is_sqlite)
+
+
+async def test_a_hundred_streams_of_one_sender_cost_one_read_and_one_rendering(
+    settings: Settings, db: Database
+) -> None:
+    await _invite(db, "ana", "convidada@exemplo.com")
+    render = CountingRender(settings)
+    feed = LiveFeed(db, render)
+    cursors = [_cursor(db) for _ in range(100)]
+
+    with event_reads(db) as reads:
+        answers = await asyncio.gather(*(feed.changes("ana", cursor) for cursor in cursors))
+
+    assert len(reads) == 2 and render.calls == 1
+    assert len({id(rows[0]) for rows in answers}) == 1  # the very same bytes for every stream
+    assert b"convidada@exemplo.com" in answers[0][0] and b"event: convite" in answers[0][0]
+    assert all(cursor.position == cursors[0].position for cursor in cursors)
+
+
+async def test_senders_woken_together_share_one_read_and_each_gets_only_its_rows(
+    settings: Settings, db: Database
+) -> None:
+    senders = [f"remetente-{n}" for n in range(30)]
+    for sender in senders:
+        await _invite(db, sender, f"para-{sender}@exemplo.com")
+    render = CountingRender(settings)
+    feed = LiveFeed(db, render)
+    asks = [(sender, _cursor(db)) for sender in senders for _tab in range(3)]
+
+    with event_reads(db) as reads:
+        answers = await asyncio.gather(*(feed.changes(sender, cursor) for sender, cursor in asks))
+
+    assert len(reads) == 2 and render.calls == len(senders)
+    for (sender, _), rows in zip(asks, answers, strict=True):
+        assert len(rows) == 1 and f"para-{sender}@".encode() in rows[0]
+
+
+async def test_many_senders_woken_together_cost_one_statement_per_sixty_four_and_one_more(
+    settings: Settings, db: Database
+) -> None:
+    await _invite(db, "ana", "convidada@exemplo.com")
+    quiet = [f"sem-novidade-{n}" for n in range(199)]
+    feed = feed_for(settings, db)
+
+    with event_reads(db) as reads:
+        answers = await asyncio.gather(
+            *(feed.changes(sender, _cursor(db)) for sender in ["ana", *quiet])
+        )
+
+    assert len(reads) == 5  # 200 pairs: 64 + 64 + 64 + 8, then the invites
+    assert len(answers[0]) == 1 and all(rows == [] for rows in answers[1:])
+
+
+async def test_each_stream_reads_from_its_own_cursor(settings: Settings, db: Database) -> None:
+    first = await _invite(db, "ana", "um@exemplo.com")
+    behind = _cursor(db)
+    await feed_for(settings, db).changes("ana", behind)  # at the first invite's event
+    await transitions.claim_for_sending(db, first.public_id, 1, lease_seconds=60)
+    await _invite(db, "ana", "dois@exemplo.com")
+    feed = feed_for(settings, db)
+
+    fresh, caught_up = await asyncio.gather(
+        feed.changes("ana", _cursor(db)), feed.changes("ana", behind)
+    )
+
+    assert len(fresh) == 2 and len(caught_up) == 2
+    assert b'data-status="enviando"' in fresh[0] and fresh[0] is caught_up[0]
+
+
+async def test_an_ask_during_a_read_waits_for_the_next_read(
+    settings: Settings, db: Database
+) -> None:
+    """A ring may be for a row committed after a read began: that read must not answer it."""
+    invite = await _invite(db, "ana", "um@exemplo.com")
+    feed = feed_for(settings, db)
+
+    with held_first_read(db) as (started, release):
+        first = asyncio.create_task(feed.changes("ana", _cursor(db)))
+        await started.wait()  # its statement ran (its snapshot is taken); it is still going
+        claim = await transitions.claim_for_sending(db, invite.public_id, 1, lease_seconds=60)
+        late = asyncio.create_task(feed.changes("ana", _cursor(db)))  # same sender and cursor
+        await asyncio.sleep(0.05)
+        release.set()
+        early = await first
+
+    assert claim is not None
+    claimed = f"id: {claim.event_id}\r\n".encode()
+    assert not early[0].startswith(claimed)  # the read in flight knew only the first event
+    assert (await late)[0].startswith(claimed)  # the later ask got a read of its own
+
+
+@contextmanager
+def held_first_read(db: Database) -> Iterator[tuple[asyncio.Event, asyncio.Event]]:
+    """The first read of ``invite_events`` waits, after its statement ran, for ``release``
+    (SQLAlchemy runs the hook in the reading task: ``await_only`` lets the loop go on)."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    def hold(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "invite_events" in statement and not started.is_set():
+            started.set()
+            await_only(release.wait())
+
+    engine = db.reader.sync_engine
+    event.listen(engine, "after_cursor_execute", hold)
+    try:
+        yield started, release
+    finally:
+        event.remove(engine, "after_cursor_execute", hold)
+
+
+def feed_for(settings: Settings, db: Database) -> LiveFeed:
+    return LiveFeed(db, CountingRender(settings))
