@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import cast
 
-import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,17 +21,9 @@ from app.batches.store import Batch
 from app.live.hub import Wakeup
 from app.records import INVITE, Invite
 from app.web.common import db_of, error_response
-from app.web.events import (
-    PING_SECONDS,
-    RECONNECT_MILLISECONDS,
-    SEND_TIMEOUT_SECONDS,
-    SHUTDOWN_GRACE_SECONDS,
-    Stream,
-    cursor_from,
-)
+from app.web.events import RECONNECT_MILLISECONDS, Stream, cursor_from, serve
 from app.web.identity import identify
 from app.web.params import BadParameter
-from app.web.stream_caps import StreamRefused, take_stream_slots
 
 #: ``queries.events_since`` reads at most this many at a time; a batch writes many more.
 READ_SIZE = 500
@@ -132,26 +122,4 @@ async def stream(request: Request) -> Response:
         live = BatchStream(request, cursor_from(request), batch)
     except BadParameter as exc:
         return error_response(request, 400, exc.message)
-    try:
-        slot = await take_stream_slots(request, live.redis, live.sender)
-    except StreamRefused as exc:
-        return exc.response
-    live.slot = slot
-
-    async def generate() -> AsyncIterator[ServerSentEvent | bytes]:
-        try:
-            with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
-                async for event in live.events(wakeup):
-                    yield event
-        finally:
-            with anyio.CancelScope(shield=True):
-                await slot.release()
-
-    return EventSourceResponse(
-        generate(),
-        ping=PING_SECONDS,
-        send_timeout=SEND_TIMEOUT_SECONDS,
-        shutdown_event=cast(anyio.Event, live.shutdown),
-        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return await serve(request, live)

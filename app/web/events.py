@@ -196,6 +196,12 @@ async def stream(request: Request) -> Response:
         live = Stream(request, cursor_from(request), scope, kind)
     except BadParameter as exc:
         return error_response(request, 400, exc.message)
+    return await serve(request, live)
+
+
+async def serve(request: Request, live: Stream) -> Response:
+    """``live`` as an SSE response: under the stream caps (429/503 when refused), counted while
+    open, its slot given back however it ends. The batch page's stream is served the same way."""
     try:
         slot = await take_stream_slots(request, live.redis, live.sender)
     except StreamRefused as exc:
