@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from datetime import timedelta
 
 from arq.connections import ArqRedis
-from arq.constants import job_key_prefix, result_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import Job, JobStatus, serialize_job
 from arq.utils import timestamp_ms, to_unix_ms
 from redis.exceptions import RedisError
@@ -193,6 +193,39 @@ async def relay_outbox(db: Database, publisher: Publisher, *, grace_seconds: flo
     return len(entries)
 
 
-async def job_is_live(redis: ArqRedis, job_id: str) -> bool:
-    """Whether arq still holds this job (waiting or running)."""
-    return await Job(job_id, redis).status() in LIVE_JOB_STATUSES
+#: How long a started job may keep its ``pendente`` row unclaimed before it counts as lost. A
+#: live worker claims within seconds of starting a job (longer only while it waits its write
+#: turn, bounded at 30 s); if one is merely slow, the new job and the old one meet at the
+#: conditional claim, and one of them loses it.
+ORPHANED_AFTER_SECONDS = 15.0
+#: The reconciliation cron's own timeout.
+SWEEP_TIMEOUT_SECONDS = 60.0
+
+
+def send_timeout_seconds(sending_lease_seconds: float) -> float:
+    """The send job's timeout: a backstop only (the SMTP conversation is cut at half the lease)."""
+    return sending_lease_seconds * 2
+
+
+def in_progress_hold_seconds(sending_lease_seconds: float) -> float:
+    """How long arq keeps a started job's in-progress key: its longest function timeout + 10 s
+    (``in_progress_timeout_s`` in arq/worker.py), even when the worker that started it is gone."""
+    return max(send_timeout_seconds(sending_lease_seconds), SWEEP_TIMEOUT_SECONDS) + 10
+
+
+async def job_is_live(redis: ArqRedis, job_id: str, held_for: float | None = None) -> bool:
+    """Whether arq still holds this job (waiting, or running on a worker that is still there).
+
+    Only for a job whose row is still ``pendente`` past its grace. A worker SIGKILLed right after
+    it started jobs leaves their in-progress keys behind for ``held_for`` seconds, and no other
+    worker touches them until then: with ``held_for`` given, a job in progress for longer than
+    ``ORPHANED_AFTER_SECONDS`` without its claim is taken as lost (the in-progress key's
+    remaining time says when it was set).
+    """
+    status = await Job(job_id, redis).status()
+    if status != JobStatus.in_progress or held_for is None:
+        return status in LIVE_JOB_STATUSES
+    remaining_ms = int(await redis.pttl(in_progress_key_prefix + job_id))
+    if remaining_ms < 0:  # gone since: no longer held by anyone
+        return False
+    return held_for - remaining_ms / 1000 < ORPHANED_AFTER_SECONDS

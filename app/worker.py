@@ -34,7 +34,13 @@ from app.mailer import (
 from app.messages import build_message
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
 from app.pause import PauseFlag
-from app.queue import SEND_FUNCTION, Publisher
+from app.queue import (
+    SEND_FUNCTION,
+    SWEEP_TIMEOUT_SECONDS,
+    Publisher,
+    in_progress_hold_seconds,
+    send_timeout_seconds,
+)
 from app.records import SIGNIN_MAIL, Change, Invite
 from app.status import Status
 from app.sweep import LEASE_EXPIRED_REASON
@@ -187,6 +193,7 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
         ctx["publisher"],
         ctx["announcer"],
         invite_ttl_seconds=ctx["settings"].invite_ttl_seconds,
+        in_progress_hold_seconds=in_progress_hold_seconds(ctx["settings"].sending_lease_seconds),
     )
     return vars(done)
 
@@ -240,12 +247,16 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
-    # A backstop only: the SMTP conversation is cut at half the lease (see _deliver).
-    send_timeout = settings.sending_lease_seconds * 2
+    send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
     return {
         "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
         "cron_jobs": [
-            cron(reconcile, second=set(range(0, 60, 2)), run_at_startup=True, timeout=60)
+            cron(
+                reconcile,
+                second=set(range(0, 60, 2)),
+                run_at_startup=True,
+                timeout=SWEEP_TIMEOUT_SECONDS,
+            )
         ],
         "on_startup": startup,
         "on_shutdown": shutdown,

@@ -23,7 +23,7 @@ from app.db import Database
 from app.health import Health, check_health, health_json
 from app.live.wakeups import Announcer
 from app.oncall.actions import retry_in_bulk
-from app.queue import Publisher
+from app.queue import Publisher, in_progress_hold_seconds
 from app.status import Status
 from app.sweep import reconcile
 
@@ -93,6 +93,7 @@ async def _reconcile(settings: Settings) -> int:
             stores.publisher,
             stores.announcer,
             invite_ttl_seconds=settings.invite_ttl_seconds,
+            in_progress_hold_seconds=in_progress_hold_seconds(settings.sending_lease_seconds),
         )
     print(
         f"Reconciliação feita: {done.published} do outbox para a fila, "
