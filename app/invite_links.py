@@ -88,31 +88,52 @@ async def replace_links(conn: AsyncConnection, invite_ids: Sequence[int], now: d
 async def issue(db: Database, invite: Invite) -> str | None:
     """A new link for this attempt of ``invite``, its older links replaced; ``None`` (nothing
     written) when the attempt is no longer ``enviando`` under this claim: a worker that stalled
-    past its lease must not replace the link of a newer attempt's mail, nor send."""
-    token = new_token()
+    past its lease must not replace the link of a newer attempt's mail, nor send.
+
+    Committed with other jobs' links (group commit: one SELECT, one UPDATE and one INSERT for
+    all of them) before it returns, so the token is durable before the mail leaves.
+    """
+    return await db.write_many(_issue_each, invite)
+
+
+async def _issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[str | None]:
     now = utcnow()
-    still_mine = select(invites.c.id).where(
-        invites.c.id == invite.id,
-        invites.c.status == Status.ENVIANDO.value,
-        invites.c.attempt == invite.attempt,
-    )
-    # FOR UPDATE (PostgreSQL): the row stays as checked until this commits; SQLite's writes
+    # FOR UPDATE (PostgreSQL): the rows stay as checked until this commits; SQLite's writes
     # are serialized anyway.
-    still_mine = still_mine.with_for_update()
-    async with db.write() as conn:
-        if (await conn.execute(still_mine)).first() is None:
-            return None
-        await replace_links(conn, [invite.id], now)
-        await conn.execute(
-            insert(invite_links).values(
-                token_hash=token_hash(token),
-                invite_id=invite.id,
-                attempt=invite.attempt,
-                created_at=now,
-                replaced_at=None,
-            )
+    still_mine = (
+        select(invites.c.id, invites.c.attempt)
+        .where(
+            invites.c.id.in_([invite.id for invite in attempts]),
+            invites.c.status == Status.ENVIANDO.value,
         )
-    return token
+        .with_for_update()
+    )
+    current = {(row.id, row.attempt) for row in await conn.execute(still_mine)}
+    issued: dict[int, tuple[Invite, str]] = {}
+    answers: list[str | None] = []
+    for invite in attempts:
+        # One live link per invite: a second caller for the same attempt in a batch gets None.
+        if (invite.id, invite.attempt) in current and invite.id not in issued:
+            issued[invite.id] = (invite, new_token())
+            answers.append(issued[invite.id][1])
+        else:
+            answers.append(None)
+    if issued:
+        await replace_links(conn, list(issued), now)
+        await conn.execute(
+            insert(invite_links),
+            [
+                {
+                    "token_hash": token_hash(token),
+                    "invite_id": invite.id,
+                    "attempt": invite.attempt,
+                    "created_at": now,
+                    "replaced_at": None,
+                }
+                for invite, token in issued.values()
+            ],
+        )
+    return answers
 
 
 async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink | None:

@@ -370,6 +370,7 @@ async def test_a_stalled_worker_cannot_replace_the_link_of_a_newer_attempt(
     stalled = await transitions.claim_for_sending(db, created["id"], 1, 60)
     assert stalled is not None
     assert await transitions.mark_uncertain(db, stalled.invite, "prazo esgotado")
+    assert await invite_links.issue(db, stalled.invite) is None, "incerto: no link, no send"
     assert await transitions.request_resend(db, stalled.invite.sender_id, created["id"])
     second = await transitions.claim_for_sending(db, created["id"], 2, 60)
     assert second is not None
