@@ -24,7 +24,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -39,6 +41,7 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
+from app.batching import Batcher
 from app.bounces.history import bounce_counts
 from app.db import Database
 from app.health import Health
@@ -64,13 +67,9 @@ class RedisHistogram:
     def key(self) -> str:
         return f"convites:metrics:{self.name}"
 
-    async def observe(self, redis: Redis, value: float) -> None:
-        bound = next((b for b in self.buckets if value <= b), math.inf)
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(self.key, _bucket_field(bound), 1)
-            pipe.hincrbyfloat(self.key, "sum", value)
-            pipe.hincrby(self.key, "count", 1)
-            await pipe.execute()
+    def bound(self, value: float) -> float:
+        """The upper bound of the bucket ``value`` falls in."""
+        return next((b for b in self.buckets if value <= b), math.inf)
 
     async def read(self, redis: Redis) -> tuple[list[tuple[str, float]], float]:
         """Cumulative ``(le, count)`` pairs and the sum, as Prometheus wants them."""
@@ -108,14 +107,43 @@ ACCEPTED_TO_SENT = RedisHistogram(
 HISTOGRAMS = (SEND_DURATION, ACCEPTED_TO_SENT)
 
 
-async def observe(redis: Redis, histogram: RedisHistogram, value: float) -> None:
-    """Record one observation; a Redis outage costs a data point, never a send."""
-    try:
-        await histogram.observe(redis, value)
-    except Exception as exc:
-        log.warning(
-            "could not record a metric", extra={"metric": histogram.name, "error": repr(exc)}
-        )
+class Observations:
+    """Observations recorded by concurrent jobs share one Redis round trip (``app.batching``):
+    one MULTI for the batch, each histogram's buckets, sum and count summed over it. Each caller
+    still waits until its own observation is in Redis; an outage costs a data point, never a
+    send."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
+
+    async def observe(self, histogram: RedisHistogram, value: float) -> None:
+        try:
+            await self._batcher.run(_observe_all, (histogram, value))
+        except Exception as exc:
+            log.warning(
+                "could not record a metric", extra={"metric": histogram.name, "error": repr(exc)}
+            )
+
+    async def close(self) -> None:
+        await self._batcher.close()
+
+
+async def _observe_all(
+    redis: Redis, observations: Sequence[tuple[RedisHistogram, float]]
+) -> list[None]:
+    counts: Counter[tuple[str, str]] = Counter()
+    sums: dict[str, float] = {}
+    for histogram, value in observations:
+        counts[histogram.key, _bucket_field(histogram.bound(value))] += 1
+        counts[histogram.key, "count"] += 1
+        sums[histogram.key] = sums.get(histogram.key, 0.0) + value
+    async with redis.pipeline(transaction=True) as pipe:
+        for (key, field), count in counts.items():
+            pipe.hincrby(key, field, count)
+        for key, total in sums.items():
+            pipe.hincrbyfloat(key, "sum", total)
+        await pipe.execute()
+    return [None] * len(observations)
 
 
 class SseConnections:

@@ -32,7 +32,7 @@ from app.mailer import (
     UnknownOutcomeError,
 )
 from app.messages import build_message
-from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, observe
+from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, Observations
 from app.pause import PauseFlag
 from app.queue import (
     SEND_FUNCTION,
@@ -104,9 +104,9 @@ async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgres
         )
     except Exception:
         # Failed sends count too; a worker stopping mid-send (CancelledError) does not.
-        await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+        await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
         raise
-    await observe(ctx["redis"], SEND_DURATION, time.monotonic() - started)
+    await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
 
 
 async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
@@ -114,7 +114,7 @@ async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
         return
     started = await queries.round_started_at(ctx["db"], change.invite)
     latency = (change.invite.sent_at - started).total_seconds()
-    await observe(ctx["redis"], ACCEPTED_TO_SENT, max(0.0, latency))
+    await ctx["observations"].observe(ACCEPTED_TO_SENT, max(0.0, latency))
 
 
 async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
@@ -220,6 +220,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["db"] = Database(settings.database_url)
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
     ctx["announcer"] = Announcer(ctx["redis"])
+    ctx["observations"] = Observations(ctx["redis"])
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
     ctx["pause"] = PauseFlag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -237,7 +238,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
             await forget(ctx["redis"], ctx["worker_id"])
         except Exception as exc:  # Redis down: the beat goes stale by itself
             log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
-    for part in ("publisher", "announcer", "mailer"):
+    for part in ("publisher", "announcer", "observations", "mailer"):
         if part in ctx:
             await ctx[part].close()
     if "db" in ctx:

@@ -3,6 +3,7 @@ gives the same answer and they move as invites flow."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.heartbeat import beat
-from app.metrics import SSE_KEY, SseConnections
+from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, SSE_KEY, Observations, SseConnections
 from tests.fixtures import drain, running_app
 from tests.helpers import post_invite
 from tests.services import ScriptedSmtp, free_port
@@ -125,3 +126,25 @@ async def test_metrics_still_answer_when_redis_is_down(settings: Settings) -> No
     assert value(samples, "convites_dependency_up", store="redis") == 0
     assert value(samples, "convites_invites_created_total") == 0
     assert ("convites_queue_depth", ()) not in samples
+
+
+async def test_concurrent_observations_share_a_round_trip_and_each_is_counted(
+    redis: Redis,
+) -> None:
+    await redis.delete(SEND_DURATION.key, ACCEPTED_TO_SENT.key)
+    observations = Observations(redis)
+    sends = [0.01 * i for i in range(60)]  # buckets 0.05, 0.1, 0.25, 0.5 and 1
+    latencies = [0.2] * 25
+    try:
+        await asyncio.gather(
+            *(observations.observe(SEND_DURATION, v) for v in sends),
+            *(observations.observe(ACCEPTED_TO_SENT, v) for v in latencies),
+        )
+    finally:
+        await observations.close()
+    buckets, total = await SEND_DURATION.read(redis)
+    assert dict(buckets)["0.05"] == 6 and dict(buckets)["0.1"] == 11 and dict(buckets)["+Inf"] == 60
+    assert abs(total - sum(sends)) < 1e-9
+    assert int(await redis.hget(SEND_DURATION.key, "count")) == 60
+    buckets, total = await ACCEPTED_TO_SENT.read(redis)
+    assert dict(buckets)["+Inf"] == 25 and abs(total - 5.0) < 1e-9
