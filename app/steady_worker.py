@@ -183,10 +183,22 @@ class SteadyWorker(Worker):
                 self._pool = None
 
 
+def use_uvloop() -> None:
+    """uvloop's event loop, as uvicorn's web uses (``--loop auto``): the worker spends most of its
+    time in socket hand-offs to Redis, SMTP and SQLite's thread, which uvloop does in C
+    (docs/benchmarks.md, change log). arq takes whatever loop the policy makes."""
+    try:
+        import uvloop
+    except ImportError:  # uvicorn[standard] brings it; plain asyncio works the same, slower
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def run() -> int:
     """Run a steady worker with the environment's settings until SIGTERM or SIGINT."""
     from app.worker import _worker_settings_class
 
+    use_uvloop()
     worker = SteadyWorker(**get_kwargs(_worker_settings_class()))
     worker.run()
     return 0

@@ -1,4 +1,5 @@
-"""The baseline worker: arq running no-op jobs with the app worker's own queue settings."""
+"""The baseline worker: arq running no-op jobs with the app worker's own queue settings and event
+loop (``python -m bench.noop_worker``)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def __getattr__(name: str) -> Any:
     if name == "WorkerSettings":
         return _settings_class()
     raise AttributeError(name)
+
+
+if __name__ == "__main__":
+    import logging
+
+    from arq.worker import Worker, get_kwargs
+
+    from app.steady_worker import use_uvloop
+
+    logging.basicConfig(level=logging.INFO)  # arq's "Starting worker" line: the bench waits for it
+    use_uvloop()
+    Worker(**get_kwargs(_settings_class())).run()
