@@ -52,8 +52,9 @@ chaos: system-deps setup  ## the long chaos run: thousands of invites, minutes o
 	CHAOS_INVITES=$${CHAOS_INVITES:-3000} CHAOS_SECONDS=$${CHAOS_SECONDS:-180} \
 		$(PY) -m pytest tests/test_chaos.py -s --timeout=1800
 
-bench: system-deps setup
-	$(PY) -m bench
+bench: system-deps setup  ## DB=postgresql: accept, end to end and live on a private PostgreSQL
+	$(if $(filter postgresql,$(DB)),./scripts/install-system-deps.sh --postgresql)
+	$(PY) -m bench $(if $(DB),--db $(DB))
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) var .mypy_cache .ruff_cache .pytest_cache

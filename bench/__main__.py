@@ -1,4 +1,6 @@
-"""``python -m bench [--quick]``: run the scenarios of issue #7 and write docs/benchmarks.md."""
+"""``python -m bench [--quick] [--db postgresql]``: run the scenarios of issue #7 and write
+docs/benchmarks.md; on PostgreSQL, accept, end to end and live with two web processes and two
+workers, written to docs/benchmarks-postgresql.md."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import argparse
 import asyncio
 import os
 import platform
-import sqlite3
 import sys
 import time
 import traceback
@@ -15,7 +16,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, batch, load, paced_accept, report, scaling, scenarios
+from bench import baselines, batch, load, paced_accept, pg_report, report, scaling, scenarios
 from bench.procs import ROOT, tool_version
 from bench.stack import Stack
 
@@ -29,6 +30,8 @@ SCENARIOS = {
     "workers": scaling.workers,
     "paced": paced_accept.paced,
 }
+#: What ``--db postgresql`` runs (the scaled-out path: two web processes, two workers).
+POSTGRESQL = ("accept", "e2e", "live")
 
 
 def machine() -> dict[str, str]:
@@ -46,8 +49,9 @@ def machine() -> dict[str, str]:
     }
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+def versions(database: dict[str, str]) -> dict[str, str]:
+    """Every tool's version, the database's (``Stack.versions``) after Python's."""
+    found = {"python": platform.python_version(), **database}
     found["redis-server"] = tool_version(["redis-server", "--version"])
     found["wrk"] = tool_version(["wrk", "--version"])
     for package in (
@@ -56,7 +60,7 @@ def versions() -> dict[str, str]:
         "httptools",
         "starlette",
         "sqlalchemy",
-        "aiosqlite",
+        "aiosqlite" if "sqlite" in database else "asyncpg",
         "arq",
         "redis",
         "aiosmtplib",
@@ -70,13 +74,20 @@ def versions() -> dict[str, str]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = {"full": scenarios.FULL, "quick": scenarios.QUICK, "tiny": scenarios.TINY}[args.mode]
-    stack = Stack(args.folder / datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
-    stack.start()
+    folder = args.folder / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    postgresql = args.db == "postgresql"
+    stack = Stack(folder)
+    if postgresql:
+        from bench.postgres import PgStack  # it needs the tests' PostgresServer
+
+        stack = PgStack(folder)
     results: dict[str, Any] = {}
     began = time.monotonic()
     machine_at_start = machine()
     try:
-        for name in args.only or SCENARIOS:
+        stack.start()
+        database = stack.versions()
+        for name in args.only or (POSTGRESQL if postgresql else SCENARIOS):
             print(f"[bench] {name}…", file=sys.stderr, flush=True)
             try:
                 results[name] = await SCENARIOS[name](stack, sizes)
@@ -93,11 +104,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             **machine_at_start,
             "load average at end": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
         },
-        "versions": versions(),
+        "versions": versions(database),
         "chart": args.chart.name,
     }
-    report.chart(args.out.parent / args.chart.name, results)
-    report.write(args.out, meta, results, stack)
+    report.chart(args.out.parent / args.chart.name, results, goals=not postgresql)
+    (pg_report if postgresql else report).write(args.out, meta, results, stack)
     return {"meta": meta, "results": results, "startups": stack.startups, "rss": stack.rss}
 
 
@@ -119,10 +130,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds, for the smoke test: proves the harness, measures nothing",
     )
     parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), help="run only these")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--chart", type=Path, default=Path("benchmarks.png"))
+    parser.add_argument(
+        "--db",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="postgresql: a private cluster, two web processes and two workers; "
+        f"runs {', '.join(POSTGRESQL)}",
+    )
+    parser.add_argument("--out", type=Path, help="default: docs/benchmarks[-postgresql].md")
+    parser.add_argument("--chart", type=Path, help="default: benchmarks[-postgresql].png")
     parser.add_argument("--folder", type=Path, default=ROOT / "var" / "bench")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    suffix = "-postgresql" if args.db == "postgresql" else ""
+    if args.db == "postgresql" and set(args.only or ()) - set(POSTGRESQL):
+        parser.error(f"--db postgresql runs only {', '.join(POSTGRESQL)}")
+    args.out = args.out or ROOT / "docs" / f"benchmarks{suffix}.md"
+    args.chart = args.chart or Path(f"benchmarks{suffix}.png")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

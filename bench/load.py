@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,4 +173,50 @@ def run_wrk(
         non_2xx_3xx=data["non_2xx_3xx"],
         client_cpu=client_cpu / wall,
         server_cpu=server_cpu,
+    )
+
+
+def run_wrk_all(
+    base_urls: list[str],
+    request: Request,
+    *,
+    seconds: float,
+    server_pids: list[int],
+    limit: int | None = None,
+    until: Callable[[], bool] | None = None,
+) -> WrkResult:
+    """One wrk per web process, all at once, each with 50 connections (and its share of
+    ``limit``), summed: throughput, requests and errors add up, the server CPU is the sum of the
+    processes' shares of one core, the client CPU that of every wrk together, and each latency
+    figure is the slower process's (two percentiles cannot be merged exactly)."""
+    if len(base_urls) == 1:
+        return run_wrk(
+            base_urls[0],
+            request,
+            seconds=seconds,
+            server_pid=server_pids[0],
+            limit=limit,
+            until=until,
+        )
+    share = None if limit is None else -(-limit // len(base_urls))
+    began, children_before = time.monotonic(), _children_cpu()
+    with ThreadPoolExecutor(len(base_urls)) as pool:
+        runs = [
+            pool.submit(
+                run_wrk, url, request, seconds=seconds, server_pid=pid, limit=share, until=until
+            )
+            for url, pid in zip(base_urls, server_pids, strict=True)
+        ]
+        results = [run.result() for run in runs]
+    wall = time.monotonic() - began
+    return WrkResult(
+        rps=sum(r.rps for r in results),
+        p50_ms=max(r.p50_ms for r in results),
+        p99_ms=max(r.p99_ms for r in results),
+        max_ms=max(r.max_ms for r in results),
+        requests=sum(r.requests for r in results),
+        errors=sum(r.errors for r in results),
+        non_2xx_3xx=sum(r.non_2xx_3xx for r in results),
+        client_cpu=(_children_cpu() - children_before) / wall,
+        server_cpu=sum(r.server_cpu for r in results),
     )

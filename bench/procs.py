@@ -51,7 +51,8 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Proc:
-    """One child process with its log file; ``started_in`` is how long it took to be ready."""
+    """One child process with its log file; ``started_in`` is how long it took from its launch
+    to be ready (several can be launched before the first is waited for)."""
 
     name: str
     args: list[str]
@@ -61,6 +62,7 @@ class Proc:
     started_in: float = 0.0
     rss_ready: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    launched: float = 0.0
 
     @property
     def pid(self) -> int:
@@ -68,6 +70,7 @@ class Proc:
         return self.process.pid
 
     def start(self) -> Proc:
+        self.launched = time.monotonic()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
@@ -86,8 +89,8 @@ class Proc:
     def wait_ready(
         self, *, port: int | None = None, text: str | None = None, timeout: float = 30
     ) -> None:
-        began = time.monotonic()
-        deadline = began + timeout
+        began = self.launched or time.monotonic()
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive()
             if (port is not None and port_open(port)) or (text is not None and text in self.log()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +33,19 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def accept_section(data: dict[str, Any]) -> list[str]:
+def plain_name(data: dict[str, Any]) -> str:
+    """The accept scenario's plain INSERT baseline: ``sqlite3 insert`` or ``postgresql insert``."""
+    return str(data.get("plain", "sqlite3 insert"))
+
+
+def accept_table(data: dict[str, Any]) -> list[str]:
+    """Every endpoint next to both baselines, and the durability check."""
     runs = data["runs"]
     hello = _median(runs["hello"], "rps")
-    plain = _median(runs["sqlite3 insert"], "rps")
+    plain = _median(runs[plain_name(data)], "rps")
     lines = [
-        "## 1. Accept: `POST /convites` at 50 concurrent connections",
-        "",
-        "| endpoint | req/s median (min–max) | p50 ms | p99 ms | vs hello | vs sqlite3 INSERT "
-        "| wrk CPU | web CPU | errors |",
+        "| endpoint | req/s median (min–max) | p50 ms | p99 ms | vs hello "
+        f"| vs {plain_name(data).replace(' insert', ' INSERT')} | wrk CPU | web CPU | errors |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, results in runs.items():
@@ -59,6 +64,13 @@ def accept_section(data: dict[str, Any]) -> list[str]:
         "(rows ≥ answers: wrk may drop requests in flight when it stops).",
         "",
     ]
+    return lines
+
+
+def accept_section(data: dict[str, Any]) -> list[str]:
+    runs = data["runs"]
+    plain = _median(runs[plain_name(data)], "rps")
+    lines = ["## 1. Accept: `POST /convites` at 50 concurrent connections", "", *accept_table(data)]
     for name in ("accept JSON", "accept form"):
         rps, p99 = _median(runs[name], "rps"), _median(runs[name], "p99_ms")
         client_bound = _median(runs[name], "client_cpu") > 0.9
@@ -79,12 +91,11 @@ def accept_section(data: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def e2e_section(data: dict[str, Any]) -> list[str]:
+def e2e_table(data: dict[str, Any]) -> list[str]:
+    """The burst and the paced latency, next to arq no-op jobs."""
     burst, paced, noop = data["burst"], data["paced"], data["noop"]
     ratio = burst["rate"] / noop["rate"] if noop["rate"] else 0.0
-    lines = [
-        "## 2. End to end: POST → `enviado`, one worker",
-        "",
+    return [
         "| what | figure | vs arq no-op |",
         "|---|---|---|",
         f"| burst: {burst['invites']:,} invites as fast as wrk can POST | "
@@ -98,6 +109,16 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
         f"| baseline: arq no-op jobs, same Redis and worker settings | {_f(noop['rate'])} jobs/s "
         f"({noop['jobs']:,} jobs) | 1.00 |",
         "",
+    ]
+
+
+def e2e_section(data: dict[str, Any]) -> list[str]:
+    burst, paced, noop = data["burst"], data["paced"], data["noop"]
+    ratio = burst["rate"] / noop["rate"] if noop["rate"] else 0.0
+    lines = [
+        "## 2. End to end: POST → `enviado`, one worker",
+        "",
+        *e2e_table(data),
         _verdict(
             burst["rate"] >= 1000 and ratio >= 0.45 and burst["complete"],
             f"send: {_f(burst['rate'])} invites/s (goal ≥ 1,000), {ratio:.0%} of arq no-op "
@@ -117,18 +138,18 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def live_section(data: dict[str, Any]) -> list[str]:
-    lines = ["## 3. Live: SSE subscribers on one web process", ""]
+def _broadcast_ratio(data: dict[str, Any]) -> float:
+    base_p99 = (data.get("baseline") or {}).get("last_subscriber_p99_ms", float("nan"))
+    return float(data["last_subscriber_p99_ms"] / base_p99) if base_p99 else float("nan")
+
+
+def live_table(data: dict[str, Any]) -> list[str]:
+    """The streams and the latency to them, next to the bare sse-starlette broadcast."""
     if not data.get("available"):
-        return [*lines, f"Not available in this build: {data.get('reason')}.", ""]
+        return [f"Not available in this build: {data.get('reason')}.", ""]
     base = data.get("baseline") or {}
     base_p99 = base.get("last_subscriber_p99_ms", float("nan"))
-    ratio = data["last_subscriber_p99_ms"] / base_p99 if base_p99 else float("nan")
-    met = (
-        data["last_subscriber_p99_ms"] < 100
-        and data["kb_per_stream"] < 50
-        and ratio <= 1.5  # NaN (no baseline) is not met
-    )
+    ratio = _broadcast_ratio(data)
     rows = [
         f"| state change → subscriber p50 / p99 | {_f(data['p50_ms'], 1)} / "
         f"{_f(data['p99_ms'], 1)} ms | {_f(base.get('p50_ms'), 1)} / {_f(base.get('p99_ms'), 1)}"
@@ -141,7 +162,6 @@ def live_section(data: dict[str, Any]) -> list[str]:
         f"| {_f(base.get('kb_per_stream'), 1)} KB |",
     ]
     return [
-        *lines,
         f"{data['streams']:,} streams ({data['connected']}), {data['deliveries']:,} deliveries; "
         f"baseline: a bare sse-starlette app broadcasting {base.get('broadcasts', 0)} events to "
         f"{base.get('streams', 0):,} streams ({base.get('connected', '–')}), same uvicorn flags "
@@ -151,6 +171,21 @@ def live_section(data: dict[str, Any]) -> list[str]:
         "|---|---|---|",
         *rows,
         "",
+    ]
+
+
+def live_section(data: dict[str, Any]) -> list[str]:
+    lines = ["## 3. Live: SSE subscribers on one web process", "", *live_table(data)]
+    if not data.get("available"):
+        return lines
+    ratio = _broadcast_ratio(data)
+    met = (
+        data["last_subscriber_p99_ms"] < 100
+        and data["kb_per_stream"] < 50
+        and ratio <= 1.5  # NaN (no baseline) is not met
+    )
+    return [
+        *lines,
         _verdict(
             met,
             f"live: last subscriber p99 {_f(data['last_subscriber_p99_ms'], 1)} ms (goal < 100 ms"
@@ -204,14 +239,29 @@ def resources_section(startups: dict[str, list[float]], rss: dict[str, list[Any]
     return [*lines, ""]
 
 
-def write(path: Path, meta: dict[str, Any], results: dict[str, Any], stack: Any) -> None:
+INTRO = (
+    "Every figure is a median of this run; ratios are to baselines measured in the same run, "
+    "because absolute numbers drift on a shared machine. Regenerate with `make bench` "
+    "(`python -m bench --quick` for a one-minute run)."
+)
+Sections = dict[str, Callable[[dict[str, Any]], list[str]]]
+
+
+def write(
+    path: Path,
+    meta: dict[str, Any],
+    results: dict[str, Any],
+    stack: Any,
+    *,
+    title: str = "Benchmarks",
+    intro: str = INTRO,
+    sections: Sections | None = None,
+) -> None:
     lines = [
         BEGIN,
-        f"# Benchmarks ({meta['mode']} run, {meta['date']}, {meta['seconds']:.0f} s)",
+        f"# {title} ({meta['mode']} run, {meta['date']}, {meta['seconds']:.0f} s)",
         "",
-        "Every figure is a median of this run; ratios are to baselines measured in the same run, "
-        "because absolute numbers drift on a shared machine. Regenerate with `make bench` "
-        "(`python -m bench --quick` for a one-minute run).",
+        intro,
         "",
         "| machine | |",
         "|---|---|",
@@ -222,7 +272,7 @@ def write(path: Path, meta: dict[str, Any], results: dict[str, Any], stack: Any)
         *[f"| {key} | {value} |" for key, value in meta["versions"].items()],
         "",
     ]
-    sections = {
+    sections = sections or {
         "accept": accept_section,
         "e2e": e2e_section,
         "live": live_section,
@@ -255,8 +305,9 @@ def write(path: Path, meta: dict[str, Any], results: dict[str, Any], stack: Any)
     path.write_text(before + "\n".join(lines) + after)
 
 
-def chart(path: Path, results: dict[str, Any]) -> bool:
-    """Bars of each figure as a share of its baseline; False when matplotlib is missing."""
+def chart(path: Path, results: dict[str, Any], *, goals: bool = True) -> bool:
+    """Bars of each figure as a share of its baseline (and, with ``goals``, issue #7's targets);
+    False when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -266,24 +317,26 @@ def chart(path: Path, results: dict[str, Any]) -> bool:
         return False
     labels, values, colors = [], [], []
     if "accept" in results:
-        runs = results["accept"]["runs"]
-        plain = _median(runs["sqlite3 insert"], "rps")
+        runs, baseline = results["accept"]["runs"], plain_name(results["accept"])
+        plain = _median(runs[baseline], "rps")
         for name in runs:
             labels.append(name)
             values.append(_median(runs[name], "rps") / plain)
-            colors.append("#999999" if name in ("hello", "sqlite3 insert") else "#1f77b4")
-        labels.append("goal: accept")
-        values.append(0.35)
-        colors.append("#d62728")
+            colors.append("#999999" if name in ("hello", baseline) else "#1f77b4")
+        if goals:
+            labels.append("goal: accept")
+            values.append(0.35)
+            colors.append("#d62728")
     if "e2e" in results and results["e2e"]["noop"]["rate"]:
         e2e = results["e2e"]
-        labels += ["arq no-op", "end to end", "goal: send"]
-        values += [1.0, e2e["burst"]["rate"] / e2e["noop"]["rate"], 0.45]
-        colors += ["#999999", "#2ca02c", "#d62728"]
+        labels += ["arq no-op", "end to end"] + (["goal: send"] if goals else [])
+        values += [1.0, e2e["burst"]["rate"] / e2e["noop"]["rate"]] + ([0.45] if goals else [])
+        colors += ["#999999", "#2ca02c"] + (["#d62728"] if goals else [])
     figure, axis = plt.subplots(figsize=(9, 4))
     axis.barh(labels, values, color=colors)
+    plain_label = plain_name(results.get("accept", {})).replace(" insert", "")
     axis.set_xlabel(
-        "share of the baseline measured in the same run (accept: plain sqlite3 "
+        f"share of the baseline measured in the same run (accept: plain {plain_label} "
         "INSERT; send: arq no-op)"
     )
     axis.set_xscale("log")

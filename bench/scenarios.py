@@ -17,7 +17,7 @@ from arq.constants import job_key_prefix, result_key_prefix
 from arq.jobs import deserialize_result, serialize_job
 
 from bench import procs
-from bench.load import Request, WrkResult, run_wrk
+from bench.load import Request, WrkResult
 from bench.noop_worker import QUEUE as NOOP_QUEUE
 from bench.stack import Stack, db_rows, parse_db_time, wait_until
 
@@ -71,22 +71,16 @@ async def accept(stack: Stack, sizes: Sizes) -> dict[str, Any]:
         session = await web.session()
         requests = {
             "hello": Request("GET", "/bench/hello", session.headers()),
-            "sqlite3 insert": session.post_json("/bench/insert", INVITE),
+            stack.plain_insert: session.post_json("/bench/insert", INVITE),
             "accept JSON": session.post_json("/convites", INVITE),
             "accept form": session.post_form("/convites", INVITE),
         }
-        run_wrk(web.base_url, requests["hello"], seconds=1, server_pid=web.proc.pid)  # warm-up
+        web.wrk(requests["hello"], seconds=1)  # warm-up
         runs: dict[str, list[WrkResult]] = {name: [] for name in requests}
         for _ in range(sizes.accept_rounds):
             # Interleaved, so drift on a shared machine hits every endpoint alike.
             for name, request in requests.items():
-                result = await asyncio.to_thread(
-                    run_wrk,
-                    web.base_url,
-                    request,
-                    seconds=sizes.accept_seconds,
-                    server_pid=web.proc.pid,
-                )
+                result = await asyncio.to_thread(web.wrk, request, seconds=sizes.accept_seconds)
                 runs[name].append(result)
     accepted = sum(
         r.requests - r.non_2xx_3xx - r.errors
@@ -96,6 +90,7 @@ async def accept(stack: Stack, sizes: Sizes) -> dict[str, Any]:
     [(rows,)] = db_rows(settings, "SELECT count(*) FROM invites")
     [(outbox_rows,)] = db_rows(settings, "SELECT count(*) FROM outbox")
     return {
+        "plain": stack.plain_insert,
         "runs": {name: [asdict(r) for r in results] for name, results in runs.items()},
         "accepted_responses": accepted,
         "invite_rows": rows,
@@ -154,6 +149,14 @@ def _count(settings: Any, where: str = "1=1") -> int:
     return int(value)  # type: ignore[call-overload]
 
 
+def _settled(settings: Any, where: str) -> int:
+    """The count once the requests wrk left in flight when it stopped have landed."""
+    count = -1
+    while count != (count := _count(settings, where)):
+        time.sleep(0.3)
+    return count
+
+
 async def end_to_end(stack: Stack, sizes: Sizes) -> dict[str, Any]:
     env, settings = stack.fresh_database("e2e")
     result: dict[str, Any] = {}
@@ -176,15 +179,13 @@ async def end_to_end(stack: Stack, sizes: Sizes) -> dict[str, Any]:
         [(last_id,)] = db_rows(settings, "SELECT coalesce(max(id), 0) FROM invites")
         began = time.monotonic()
         load = await asyncio.to_thread(
-            run_wrk,
-            web.base_url,
+            web.wrk,
             session.post_json("/convites", INVITE),
             seconds=sizes.timeout,
             limit=sizes.e2e_invites,
-            server_pid=web.proc.pid,
             until=lambda: _count(settings, f"id > {last_id}") >= sizes.e2e_invites,
         )
-        total = _count(settings, f"id > {last_id}")
+        total = _settled(settings, f"id > {last_id}")
         done = wait_until(
             lambda: _count(settings, f"id > {last_id} AND status = 'enviado'") >= total,
             max(1.0, sizes.timeout - (time.monotonic() - began)),
@@ -208,22 +209,23 @@ async def end_to_end(stack: Stack, sizes: Sizes) -> dict[str, Any]:
 async def _noop_baseline(
     stack: Stack, env: dict[str, str], count: int, timeout: float
 ) -> dict[str, Any]:
-    """arq no-op jobs on the same Redis with the app worker's queue settings."""
+    """arq no-op jobs on the same Redis with the app worker's queue settings, queued once every
+    worker process is ready (as many as the scenario's, so each gets its share)."""
     redis = ArqRedis.from_url(stack.redis_url)
     try:
-        now_ms = int(time.time() * 1000)
-        async with redis.pipeline(transaction=False) as pipe:
-            for index in range(count):
-                job_id = f"noop:{index}"
-                pipe.psetex(
-                    job_key_prefix + job_id,
-                    3_600_000,
-                    serialize_job("noop", (index,), {}, None, now_ms),
-                )
-                pipe.zadd(NOOP_QUEUE, {job_id: now_ms})
-            await pipe.execute()
         keys = [result_key_prefix + f"noop:{i}" for i in range(count)]
         with stack.worker(env, "e2e", "bench.noop_worker.WorkerSettings"):
+            now_ms = int(time.time() * 1000)
+            async with redis.pipeline(transaction=False) as pipe:
+                for index in range(count):
+                    job_id = f"noop:{index}"
+                    pipe.psetex(
+                        job_key_prefix + job_id,
+                        3_600_000,
+                        serialize_job("noop", (index,), {}, None, now_ms),
+                    )
+                    pipe.zadd(NOOP_QUEUE, {job_id: now_ms})
+                await pipe.execute()
             deadline = time.monotonic() + timeout
             while await redis.exists(*keys) < count and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
@@ -279,13 +281,13 @@ async def _live_streams(stack: Stack, web: Any, settings: Any, sizes: Sizes) -> 
     plan = stack.folder / "live" / "streams.json"
     plan.write_text(json.dumps([s.headers(Accept="text/event-stream") for s in streams]))
     out = stack.folder / "live" / "received.json"
-    rss_idle = procs.rss_mb(web.proc.pid)
+    rss_idle = web.rss_mb()
     client = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "bench.sse_clients",
-            web.base_url + EVENTS_PATH,
+            ",".join(url + EVENTS_PATH for url in web.base_urls),  # stream i: URL i mod n
             str(plan),
             str(out),
         ],
@@ -299,7 +301,7 @@ async def _live_streams(stack: Stack, web: Any, settings: Any, sizes: Sizes) -> 
         ready_line = await asyncio.wait_for(
             asyncio.to_thread(client.stdout.readline), sizes.timeout
         )
-        rss_open = procs.rss_mb(web.proc.pid)
+        rss_open = web.rss_mb()
         async with web.http() as http:
             gate = asyncio.Semaphore(50)
 
@@ -396,12 +398,10 @@ async def backlog(stack: Stack, sizes: Sizes) -> dict[str, Any]:
     with stack.web(env, "backlog") as web:
         bulk, waiting = await web.sessions(2)
         await asyncio.to_thread(
-            run_wrk,
-            web.base_url,
+            web.wrk,
             bulk.post_json("/convites", INVITE),
             seconds=sizes.timeout,
             limit=sizes.backlog_invites,
-            server_pid=web.proc.pid,
             until=lambda: _count(settings) >= sizes.backlog_invites,
         )
         ids = set()

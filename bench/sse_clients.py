@@ -1,8 +1,9 @@
-"""Many SSE subscribers in one process: ``python -m bench.sse_clients URL PLAN OUT``.
+"""Many SSE subscribers in one process: ``python -m bench.sse_clients URLS PLAN OUT``.
 
-PLAN is a JSON list of header dicts, one per stream. Prints one line once every stream has its
-response headers, then records ``[stream, event id, receive time]`` for every event until
-SIGTERM, when it writes them to OUT as JSON.
+URLS is one URL, or several separated by commas (stream i opens URL i modulo their number: one
+per web process). PLAN is a JSON list of header dicts, one per stream. Prints one line once
+every stream has its response headers, then records ``[stream, event id, receive time]`` for
+every event until SIGTERM, when it writes them to OUT as JSON.
 """
 
 from __future__ import annotations
@@ -39,11 +40,15 @@ async def _stream(
                 out.append([index, int(value), time.time()])
 
 
-async def main(url: str, plan_path: str, out_path: str) -> None:
+async def main(urls: str, plan_path: str, out_path: str) -> None:
     plan = json.loads(Path(plan_path).read_text())
     ready: asyncio.Queue[int] = asyncio.Queue()
     received: list[list[float]] = []
-    tasks = [asyncio.create_task(_stream(i, url, h, ready, received)) for i, h in enumerate(plan)]
+    each = urls.split(",")
+    tasks = [
+        asyncio.create_task(_stream(i, each[i % len(each)], h, ready, received))
+        for i, h in enumerate(plan)
+    ]
     ok = 0
     for _ in plan:
         ok += (await ready.get()) >= 0

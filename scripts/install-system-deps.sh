@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system programs Convites runs with: redis-server (queue and pub/sub), wrk (the
 # load generator of `make bench` and its smoke test) and, for the tests, Debian's chromium and
-# postgresql. Only what is missing is installed.
+# postgresql (`--postgresql`: postgresql alone, for `make bench DB=postgresql`). Only what is
+# missing is installed.
 set -euo pipefail
 
 need=()
@@ -12,6 +13,8 @@ python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${1:-}" = "--for-tests" ]; then
   # Browser tests drive Debian's Chromium; the PostgreSQL run starts a private cluster.
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+elif [ "${1:-}" = "--postgresql" ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -64,10 +64,13 @@ class PostgresServer:
     """A private PostgreSQL cluster (initdb + pg_ctl) in a temp dir, on a free port.
 
     PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgres` user.
+    The tests run it without fsync; the bench (``fsync=True``) with PostgreSQL's default
+    durability, as SQLite's ``synchronous=FULL`` is there.
     """
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, fsync: bool = False) -> None:
         self.port = port
+        self.fsync = fsync
         self.folder = Path(tempfile.mkdtemp(prefix="convites-pg-"))
         self.bin = _postgres_bin()
 
@@ -90,7 +93,7 @@ class PostgresServer:
         )
         options = (
             f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c max_connections=300"
+            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300"
         )
         self._run(
             "pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
