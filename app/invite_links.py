@@ -1,7 +1,8 @@
 """The invitee's link, ``PUBLIC_URL/c/{token}``: random, hash only, one live link per invite.
 
-The worker issues a new token as it sends each attempt (``issue``), so the mail carries a link
-that was durable before the mail left; issuing it replaces every older link of the invite. A
+The worker issues a new token as it claims each attempt (``issue_each``, in the claim's own
+transaction: ``app.transitions.claim_with_link``), so the mail carries a link that was durable
+before the mail left; issuing it replaces every older link of the invite. A
 re-send replaces them at once (``replace_links``, inside the re-send's transaction), so the old
 mail's link answers 410 "substituído" even before the new mail leaves. Opening a link (GET)
 changes nothing (mail scanners prefetch links); only its buttons (POST) answer.
@@ -90,13 +91,15 @@ async def issue(db: Database, invite: Invite) -> str | None:
     written) when the attempt is no longer ``enviando`` under this claim: a worker that stalled
     past its lease must not replace the link of a newer attempt's mail, nor send.
 
-    Committed with other jobs' links (group commit: one SELECT, one UPDATE and one INSERT for
-    all of them) before it returns, so the token is durable before the mail leaves.
+    Committed with other callers' links (group commit: one SELECT, one UPDATE and one INSERT
+    for all of them) before it returns. The worker issues through ``claim_with_link`` instead,
+    the same ``issue_each`` inside its claim's transaction.
     """
-    return await db.write_many(_issue_each, invite)
+    return await db.write_many(issue_each, invite)
 
 
-async def _issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[str | None]:
+async def issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[str | None]:
+    """``issue`` for many attempts in the caller's transaction (the claim's, in the worker)."""
     now = utcnow()
     # FOR UPDATE (PostgreSQL): the rows stay as checked until this commits; SQLite's writes
     # are serialized anyway.

@@ -13,12 +13,14 @@ import os
 import socket
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from arq import cron, func
 from arq.connections import RedisSettings
 
-from app import invite_links, queries, ratelimit, signin, transitions
+from app import queries, ratelimit, signin, transitions
+from app.clock import utcnow
 from app.config import Settings, load_settings
 from app.db import Database
 from app.heartbeat import beat, forget
@@ -82,19 +84,33 @@ async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgre
     await _record(ctx, change)
 
 
-class ClaimLost(Exception):
-    """This attempt is no longer ours (its lease expired): send nothing, record nothing."""
+class TooLateToSend(Exception):
+    """Less than half of this claim's lease is left (the job stalled after its claim, on Redis):
+    the SMTP conversation could outlive the lease, and once the lease is over the sweep gives
+    the row to someone else. Nothing has left: the claim is given back."""
 
 
-async def _send_timed(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
+def _lease_leaves_time(invite: Invite, lease_seconds: float) -> bool:
+    """Whether this claim keeps its lease for the whole send (cut at half the lease). Only the
+    sweep takes an ``enviando`` row away, and only once its lease is over; no cancel, answer or
+    bounce touches one. Clocks of different machines may differ by less than half a lease."""
+    if invite.lease_expires_at is None:
+        return False
+    return invite.lease_expires_at - utcnow() >= timedelta(seconds=lease_seconds / 2)
+
+
+async def _send_timed(
+    ctx: dict[str, Any], invite: Invite, link: str | None, progress: SendProgress
+) -> None:
     settings: Settings = ctx["settings"]
-    # The mail's link is made now, and durable before the mail leaves (it replaces older ones).
+    if not _lease_leaves_time(invite, settings.sending_lease_seconds):
+        raise TooLateToSend
+    # The mail's link is durable before the mail leaves: an invitation's was issued with its
+    # claim (replacing older ones); a sign-in mail's is made now.
     if invite.kind == SIGNIN_MAIL:
         token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
     else:
-        token = await invite_links.issue(ctx["db"], invite)
-        if token is None:  # the lease ran out before the mail left: someone else has it now
-            raise ClaimLost
+        token = link
     started = time.monotonic()
     try:
         await ctx["mailer"].send(
@@ -117,13 +133,13 @@ async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
     await ctx["observations"].observe(ACCEPTED_TO_SENT, max(0.0, latency))
 
 
-async def _deliver(ctx: dict[str, Any], invite: Invite) -> Change | None:
+async def _deliver(ctx: dict[str, Any], invite: Invite, link: str | None) -> Change | None:
     progress = SendProgress()
     try:
-        await _send_timed(ctx, invite, progress)
-    except ClaimLost:
-        log.warning("claim lost before sending", extra={"invite": invite.public_id})
-        return None
+        await _send_timed(ctx, invite, link, progress)
+    except TooLateToSend:
+        log.warning("claim too old to send; given back", extra={"invite": invite.public_id})
+        return await transitions.release_claim(ctx["db"], invite, STOPPED_BEFORE_SENDING)
     except TransientSendError as exc:
         log.warning(
             "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
@@ -159,13 +175,14 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         # once sending resumes.
         log.info("sending paused; job left for later", extra={"invite": public_id})
         return "paused"
-    claimed = await transitions.claim_for_sending(
+    won = await transitions.claim_with_link(
         ctx["db"], public_id, attempt, settings.sending_lease_seconds
     )
-    if claimed is None:
+    if won is None:
         # A redelivered job, or an attempt that another job already ran: nothing to do.
         log.info("claim lost; duplicate delivery", extra={"invite": public_id, "attempt": attempt})
         return "duplicate"
+    claimed = won.change
     await ctx["announcer"].announce(claimed)
     spent = await ctx["limiter"].take([ratelimit.global_send_limit(settings)])
     if spent is not None:
@@ -177,7 +194,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         await _record(ctx, deferred)
         return "deferred"
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
-    outcome = await _deliver(ctx, claimed.invite)
+    outcome = await _deliver(ctx, claimed.invite, won.link)
     await _record(ctx, outcome)
     await _observe_sent(ctx, outcome)
     status = outcome.invite.status.value if outcome else "lost"

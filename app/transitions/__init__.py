@@ -25,7 +25,9 @@ from app.transitions.again import correct_and_resend, request_resend, request_re
 from app.transitions.answered import accept, cancel, decline, expire_unanswered
 from app.transitions.bounced import mark_bounced
 from app.transitions.sending import (
+    Claimed,
     claim_for_sending,
+    claim_with_link,
     create_invite,
     create_invites,
     expire_leases,
@@ -37,9 +39,11 @@ from app.transitions.sending import (
 )
 
 __all__ = [
+    "Claimed",
     "accept",
     "cancel",
     "claim_for_sending",
+    "claim_with_link",
     "correct_and_resend",
     "create_invite",
     "create_invites",

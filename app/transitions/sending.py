@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.db import Database
+from app.invite_links import issue_each
 from app.models import invites
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
@@ -166,6 +167,34 @@ async def claim_for_sending(
     the send starts only after the claim is durable.
     """
     return await db.write_many(_claim_each, _Claim(public_id, attempt, lease_seconds))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A won claim, and the link its mail carries (``None`` for a sign-in mail, whose own link
+    ``app.signin`` issues)."""
+
+    change: Change
+    link: str | None
+
+
+async def _claim_with_link_each(
+    conn: AsyncConnection, claims: Sequence[_Claim]
+) -> list[Claimed | None]:
+    changes = await _claim_each(conn, claims)
+    won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
+    links = dict(zip([i.id for i in won], await issue_each(conn, won), strict=True)) if won else {}
+    return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
+
+
+async def claim_with_link(
+    db: Database, public_id: str, attempt: int, lease_seconds: float
+) -> Claimed | None:
+    """``claim_for_sending`` and, for an invitation, the new link of this attempt (older links
+    replaced) in the same transaction: one durable commit, shared with other jobs' claims,
+    before the mail is built. The link is issued only by the claim that won, so a worker whose
+    lease ran out can never replace a newer attempt's link."""
+    return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
 
 
 def _sending(invite: Invite) -> list[Any]:

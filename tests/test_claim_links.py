@@ -1,0 +1,91 @@
+"""The worker's claim issues the invitation's link in the same transaction, and a claim that
+stalled until less than half its lease is left sends nothing and is given back."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import httpx
+from arq.connections import ArqRedis
+from sqlalchemy import select
+
+from app import transitions, worker
+from app.config import Settings
+from app.db import Database
+from app.models import invites
+from app.records import SIGNIN_MAIL
+from app.status import Status
+from tests.helpers import JSON, invite_row, post_invite
+from tests.services import ScriptedSmtp
+
+
+async def test_the_claim_issues_the_link_and_replaces_the_older_attempts(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com.br")
+    first = await transitions.claim_with_link(db, created["id"], 1, 60)
+    assert first is not None and first.link is not None
+    assert first.change.invite.status == Status.ENVIANDO
+    assert await transitions.claim_with_link(db, created["id"], 1, 60) is None, "claimed once"
+    assert (await anonymous_client.get(f"/c/{first.link}")).status_code == 409  # not sent yet
+    assert await transitions.mark_uncertain(db, first.change.invite, "prazo esgotado")
+    assert (await anonymous_client.get(f"/c/{first.link}")).status_code == 200  # it may have left
+
+    assert await transitions.request_resend(db, first.change.invite.sender_id, created["id"])
+    second = await transitions.claim_with_link(db, created["id"], 2, 60)
+    assert second is not None and second.link not in (None, first.link)
+    assert await transitions.mark_sent(db, second.change.invite)
+    assert (await anonymous_client.get(f"/c/{first.link}")).status_code == 410  # replaced
+    assert (await anonymous_client.get(f"/c/{second.link}")).status_code == 200
+
+
+async def test_a_sign_in_mail_is_claimed_without_an_invitation_link(
+    anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    token = (await anonymous_client.get("/entrar", headers=JSON)).json()["csrf_token"]
+    asked = await anonymous_client.post(
+        "/entrar", json={"email": "bia@exemplo.com.br"}, headers={**JSON, "X-CSRF-Token": token}
+    )
+    assert asked.status_code < 400
+    async with db.read() as conn:
+        public_id = (
+            await conn.execute(select(invites.c.public_id).where(invites.c.kind == SIGNIN_MAIL))
+        ).scalar_one()
+    claimed = await transitions.claim_with_link(db, public_id, 1, 60)
+    assert claimed is not None and claimed.link is None
+
+
+async def _worker_context(settings: Settings) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"settings": settings, "redis": ArqRedis.from_url(settings.redis_url)}
+    await worker.startup(ctx)
+    return ctx
+
+
+async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_given_back(
+    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    created = await post_invite(client, "caio@exemplo.com.br")
+    short = replace(settings, sending_lease_seconds=1.0)
+    ctx = await _worker_context(short)
+    try:
+        claimed = await transitions.claim_with_link(db, created["id"], 1, 1.0)
+        assert claimed is not None
+        await asyncio.sleep(0.6)  # stalled (on Redis, say) until less than half the lease is left
+
+        outcome = await worker._deliver(ctx, claimed.change.invite, claimed.link)
+
+        assert outcome is not None and outcome.invite.status == Status.PENDENTE
+        assert smtp.received == []
+        assert (await invite_row(db, created["id"])).status == Status.PENDENTE
+
+        again = await transitions.claim_with_link(db, created["id"], 1, 60)
+        assert again is not None  # the same attempt, claimed afresh, goes out
+        sent = await worker._deliver(ctx, again.change.invite, again.link)
+        assert sent is not None and sent.invite.status == Status.ENVIADO
+        assert len(smtp.received) == 1 and again.link is not None
+        assert again.link in smtp.received[0].message.get_body(("plain",)).get_content()
+    finally:
+        await worker.shutdown(ctx)
+        await ctx["redis"].aclose()
