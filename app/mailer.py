@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import secrets
 import time
 from dataclasses import dataclass
-from email.header import Header
 from email.headerregistry import Address
 from email.utils import formataddr, formatdate, parseaddr
 
@@ -81,29 +81,51 @@ def _base64_lines(text: str) -> str:
     return base64.encodebytes(text.encode("utf-8")).decode("ascii").replace("\n", "\r\n")
 
 
+#: The common form of an address the input checks let through (plain ASCII, no quoting):
+#: nothing in it can end or bend a header. Any other address takes the email package's parse.
+_PLAIN_ADDRESS = re.compile(
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
+)
+
+
 def _address_header(name: str | None, email: str) -> str:
     """``Name <addr>`` for a header; an address or name that could break the header is refused
     (``PermanentSendError``: the row fails with the reason instead of sending something else)."""
-    try:
-        address = Address(display_name=name or "", addr_spec=email)
-    except (ValueError, IndexError) as exc:
-        raise PermanentSendError("O endereço de e-mail não é válido.") from exc
     if any(ch in (name or "") + email for ch in "\r\n"):
         raise PermanentSendError("O endereço de e-mail não é válido.")
+    if _PLAIN_ADDRESS.fullmatch(email):
+        addr_spec = email
+    else:
+        try:
+            addr_spec = Address(display_name=name or "", addr_spec=email).addr_spec
+        except (ValueError, IndexError) as exc:
+            raise PermanentSendError("O endereço de e-mail não é válido.") from exc
     if not name or name.isascii():
-        return formataddr((name or "", address.addr_spec))
-    # RFC 2047: base64 encoded words of at most 75 characters, folded between words (what the
-    # email package writes too, at a fraction of its cost).
+        return formataddr((name or "", addr_spec))
+    return f"{_encoded_words(name)} <{addr_spec}>"
+
+
+def _encoded_words(text: str) -> str:
+    """RFC 2047: base64 encoded words of at most 75 characters, folded between words (what the
+    email package writes too, at a fraction of its cost)."""
     words, chunk = [], b""
-    for char in name:
+    for char in text:
         encoded = char.encode("utf-8")
         if len(chunk) + len(encoded) > 45:
             words.append(chunk)
             chunk = b""
         chunk += encoded
     words.append(chunk)
-    display = "\r\n ".join(f"=?utf-8?b?{base64.b64encode(w).decode('ascii')}?=" for w in words)
-    return f"{display} <{address.addr_spec}>"
+    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(w).decode('ascii')}?=" for w in words)
+
+
+def _subject(text: str) -> str:
+    """A short plain-ASCII subject as it is; anything else (or anything a mail program would
+    read as an encoded word) as encoded words."""
+    if text.isascii() and len(text) <= 70 and "=?" not in text and not set(text) & {"\r", "\n"}:
+        return text
+    return _encoded_words(text)
 
 
 def compose(
@@ -126,7 +148,7 @@ def compose(
     headers = [
         f"From: {settings.mail_from}",
         f"To: {to}",
-        f"Subject: {Header(subject, 'utf-8').encode()}",
+        f"Subject: {_subject(subject)}",
         f"Date: {formatdate(localtime=False)}",
     ]
     if reply_to is not None:

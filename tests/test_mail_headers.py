@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from email import message_from_string
+from email.policy import default as email_policy
+from typing import Any
+
 import httpx
 import pytest
 
 from app.db import Database
+from app.mailer import PermanentSendError, _address_header, _subject
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from tests.helpers import api_headers, invite_count
 
@@ -58,3 +63,46 @@ async def test_a_request_id_with_a_trailing_newline_is_replaced() -> None:
     assert await _correlation_id_for(b"pedido-1") == "pedido-1"
     replaced = await _correlation_id_for(b"pedido-1\n")
     assert replaced != "pedido-1\n" and "\n" not in replaced
+
+
+def _read_back(name: str, value: str) -> Any:
+    """The header as a mail program reads it from the message."""
+    return message_from_string(f"{name}: {value}\r\n\r\n", policy=email_policy)[name]
+
+
+ADDRESSES = [
+    ("Ana", "ana@exemplo.com.br"),
+    (None, "o.brien+convite@mail.exemplo.com"),
+    ("Ana, a chefe", "ana_1@exemplo.com"),
+    ("Zoë Müller", "zoe@exemplo.de"),
+    ("Léa", "lea@xn--exmplo-bva.com"),
+]
+
+
+@pytest.mark.parametrize(("name", "email"), ADDRESSES)
+def test_an_address_header_reads_back_as_the_name_and_address_it_was_made_of(
+    name: str | None, email: str
+) -> None:
+    [address] = _read_back("To", _address_header(name, email)).addresses
+    assert (address.display_name, address.addr_spec) == (name or "", email)
+
+
+@pytest.mark.parametrize("email", ["ana@exemplo.com\r\nBcc: x@y.z", "a b@exemplo.com", "ana@"])
+def test_an_address_that_could_bend_the_header_is_refused(email: str) -> None:
+    with pytest.raises(PermanentSendError):
+        _address_header("Ana", email)
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "Ana convidou você para o Convites",
+        "Ana invites you",
+        "=?utf-8?b?Qm9i?= invites you",
+        "Ana " * 30,
+    ],
+)
+def test_a_subject_reads_back_as_it_was_written(subject: str) -> None:
+    encoded = _subject(subject)
+    assert str(_read_back("Subject", encoded)) == subject
+    assert encoded.isascii() and all(len(line) <= 78 for line in encoded.split("\r\n"))
