@@ -93,6 +93,9 @@ class Stack:
                 "SIGNIN_LINKS_PER_CLIENT_PER_HOUR": "100000000",
                 "STREAMS_PER_ADDRESS": "100000",
                 "STREAMS_PER_PROCESS": "100000",
+                # The domain's hourly budget (5,000 by default) would defer the rest of a
+                # 10,000-invite backlog by an hour.
+                "SENDS_PER_HOUR": "100000000",
             }
         )
         return env
