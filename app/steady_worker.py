@@ -171,6 +171,11 @@ class SteadyWorker(Worker):
                 raise
 
     async def close(self) -> None:
+        # arq's close() gathers every job task and lets a CancelledError out: a job started in
+        # the same moment as the SIGTERM ("1 ongoing to cancel") made the worker exit 1. Wait
+        # for them here, cancelled or not, and leave arq nothing to trip on.
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self._forget_finished()
         try:
             await super().close()
         except OUTAGE_ERRORS as exc:

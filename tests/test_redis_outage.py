@@ -4,6 +4,7 @@ and sends what was accepted meanwhile once Redis is back (restarted without pers
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from app.config import Settings
 from app.db import Database
 from app.heartbeat import live_workers
 from app.status import Status
+from app.steady_worker import SteadyWorker
+from app.worker import worker_options
 from tests.fixtures import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp
@@ -125,3 +128,17 @@ async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
             assert time.monotonic() - started < 20, worker.describe()
     finally:
         await db.dispose()
+
+
+async def test_stopping_just_as_a_job_started_exits_cleanly(settings: Settings) -> None:
+    """SIGTERM in the moment a poll starts a job: arq cancels that job's task ("1 ongoing to
+    cancel") and its close() then met the CancelledError, so the worker exited 1."""
+    worker = SteadyWorker(**worker_options(settings), handle_signals=False)
+    worker._pool = await worker._connect()
+    started = asyncio.create_task(asyncio.sleep(30))  # a job's task, not yet in our code
+    worker.tasks["convite:x:1:1"] = started
+
+    worker.handle_sig(signal.SIGTERM)  # what arq's handler ends with: cancel what still runs
+    await worker.close()  # must not raise
+
+    assert started.cancelled() and worker.tasks == {}
