@@ -160,10 +160,10 @@ class EventMark:
 
 async def events_since_many(
     db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
-) -> list[list[tuple[EventMark, Invite]]]:
+) -> list[list[tuple[EventMark, Invite, int]]]:
     """The live feed's read: for each (sender, cursor) pair, the sender's events newer than the
-    cursor (oldest first, at most ``limit``), each with its invite as it is now; in the order
-    asked.
+    cursor (oldest first, at most ``limit``), each with its invite as it is now and the id of
+    that invite's newest event as it was read; in the order asked.
 
     One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
     range), then one for the invites they name, on one connection."""
@@ -184,14 +184,26 @@ async def events_since_many(
         found_invites = {}
         if wanted:
             rows = await conn.execute(_INVITES_BY_ID, {"ids": wanted})
-            found_invites = {row.id: record_from(Invite, row) for row in rows}
+            found_invites = {
+                row.id: (record_from(Invite, row), row.latest_event_id) for row in rows
+            }
     return [
-        [(mark, found_invites[mark.invite_id]) for mark in sorted(found, key=lambda m: m.id)]
+        [(mark, *found_invites[mark.invite_id]) for mark in sorted(found, key=lambda m: m.id)]
         for found in marks
     ]
 
 
-_INVITES_BY_ID = select(invites).where(invites.c.id.in_(bindparam("ids", expanding=True)))
+#: Each invite with the newest of its events at the moment it is read. The invites are read
+#: after their events, in a statement of their own (its own snapshot on PostgreSQL): a row
+#: that changed in between is as new as that newest event, and the feed labels it so, or the
+#: page would take the next read of that same change for news and say it twice.
+_INVITES_BY_ID = select(
+    invites,
+    select(func.max(invite_events.c.id))
+    .where(invite_events.c.invite_id == invites.c.id)
+    .scalar_subquery()
+    .label("latest_event_id"),
+).where(invites.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _shape(count: int) -> int:

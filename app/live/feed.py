@@ -54,7 +54,7 @@ class Rendered:
 class Answer:
     """One (sender, cursor) read: its events oldest first, each with its invite as it is now."""
 
-    def __init__(self, pairs: list[tuple[EventMark, Invite]], rendered: Rendered) -> None:
+    def __init__(self, pairs: list[tuple[EventMark, Invite, int]], rendered: Rendered) -> None:
         self.pairs = pairs
         self.rendered = rendered
 
@@ -75,10 +75,12 @@ class LiveFeed:
         assert cursor.position is not None
         answer = await self._read(sender_id, cursor.position)
         newest: dict[int, tuple[int, Invite]] = {}
-        for event, invite in answer.pairs:
+        for event, invite, as_of in answer.pairs:
             if cursor.is_new(event.id):
-                newest[invite.id] = (event.id, invite)
-        cursor.advance([event for event, _ in answer.pairs])
+                # The row as read may be newer than this event (changed between the two reads):
+                # labelled with the event it shows, a later read of that event is no news.
+                newest[invite.id] = (max(event.id, as_of or 0), invite)
+        cursor.advance([event for event, _, _ in answer.pairs])
         ordered = sorted(newest.values(), key=lambda pair: pair[0])
         return [answer.rendered.encoded(invite, event_id) for event_id, invite in ordered]
 
