@@ -28,6 +28,12 @@ T = TypeVar("T")  # one caller's result
 #: Runs one group: every caller's argument in, one result (or exception) per argument out.
 Operation = Callable[[R, Sequence[A]], Awaitable[Sequence[T | BaseException]]]
 
+#: One batch, its callers grouped by operation: ``(operation, arguments)`` in order.
+Groups = list[tuple[Any, list[Any]]]
+#: Runs every group of one batch and returns each group's outcomes, in order (the default
+#: opens one ``open_batch()`` resource and awaits each operation in it).
+RunGroups = Callable[[Groups], Awaitable[list[Sequence[Any]]]]
+
 
 @dataclass
 class _Item:
@@ -55,12 +61,17 @@ class Batcher(Generic[R]):
 
     def __init__(
         self,
-        open_batch: Callable[[], AbstractAsyncContextManager[R]],
+        open_batch: Callable[[], AbstractAsyncContextManager[R]] | None,
         *,
         isolate_failures: bool,
         max_batch: int = 500,
+        run_groups: RunGroups | None = None,
     ) -> None:
-        self._open_batch = open_batch
+        if run_groups is None:
+            if open_batch is None:
+                raise TypeError("a Batcher needs open_batch or run_groups")
+            run_groups = _in_one(open_batch)
+        self._run_groups = run_groups
         self._isolate_failures = isolate_failures
         self._max_batch = max_batch
         self._waiting: deque[_Item] = deque()
@@ -68,7 +79,12 @@ class Batcher(Generic[R]):
 
     async def run(self, operation: Operation[R, A, T], argument: A) -> T:
         """Run ``operation`` for ``argument`` in the next batch and return its own result."""
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        result: T = await self.submit(operation, argument)
+        return result
+
+    async def submit(self, operation: object, argument: object) -> Any:
+        """``run`` for an operation of whatever kind this batcher's ``run_groups`` runs."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Item(operation, argument, future))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
@@ -101,11 +117,12 @@ class Batcher(Generic[R]):
         for item in batch:
             groups.setdefault(item.operation, []).append(item)
         try:
-            outcomes = []
-            async with self._open_batch() as resource:
-                for operation, items in groups.items():
-                    results = await operation(resource, [item.argument for item in items])
-                    outcomes.append((items, results))
+            results = await self._run_groups(
+                [
+                    (operation, [item.argument for item in items])
+                    for operation, items in groups.items()
+                ]
+            )
         except Exception as exc:
             if not self._isolate_failures or len(batch) == 1:
                 for item in batch:
@@ -115,6 +132,14 @@ class Batcher(Generic[R]):
             for item in batch:
                 await self._run_batch([item])
             return
-        for items, results in outcomes:
-            for item, outcome in zip(items, results, strict=True):
+        for items, outcomes in zip(groups.values(), results, strict=True):
+            for item, outcome in zip(items, outcomes, strict=True):
                 _resolve(item, outcome)
+
+
+def _in_one(open_batch: Callable[[], AbstractAsyncContextManager[Any]]) -> RunGroups:
+    async def run_groups(groups: Groups) -> list[Sequence[Any]]:
+        async with open_batch() as resource:
+            return [await operation(resource, arguments) for operation, arguments in groups]
+
+    return run_groups

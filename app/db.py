@@ -6,19 +6,25 @@ import asyncio
 import fcntl
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 
-from app.batching import Batcher, Operation
+from app.batching import Batcher, Groups
+from app.sync_lane import SyncLane, run_groups
 
 A = TypeVar("A")
 T = TypeVar("T")
+
+#: One group of a batched write or read: every caller's argument in, one result (or
+#: exception) per argument out; synchronous, inside the batch's transaction or snapshot.
+SyncOperation = Callable[[Connection, Sequence[A]], Sequence[T | BaseException]]
 
 
 class Database:
@@ -29,6 +35,14 @@ class Database:
 
     The hot paths write through ``write_many`` (group commit): concurrent
     callers share one durable transaction, and each returns only after it committed.
+
+    Hot reads share one snapshot the same way (``read_many``).
+
+    On SQLite both run on a thread of their own with the synchronous driver
+    (``app.sync_lane``): a whole batch is one hop from the event loop, where the async
+    driver made one hop per statement and, under load, each hop waited its turn in a busy
+    loop (measured: 41 of 49 ms per request at 300 requests/s). On PostgreSQL the same
+    synchronous operations run through ``AsyncConnection.run_sync``.
     """
 
     def __init__(self, url: str) -> None:
@@ -39,10 +53,22 @@ class Database:
                 Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
             self.writer = _sqlite_engine(url, immediate=True)
             self.reader = _sqlite_engine(url, immediate=False)
+            self.write_lane: SyncLane | None = SyncLane(
+                _sync_sqlite_engine(url, immediate=True), "group-commit"
+            )
+            self.read_lane: SyncLane | None = SyncLane(
+                _sync_sqlite_engine(url, immediate=False), "group-read"
+            )
         else:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
-        self._group_commit: Batcher[AsyncConnection] = Batcher(self.write, isolate_failures=True)
+            self.write_lane = self.read_lane = None
+        self._group_commit: Batcher[Connection] = Batcher(
+            None, isolate_failures=True, run_groups=self._commit_groups
+        )
+        self._group_read: Batcher[Connection] = Batcher(
+            None, isolate_failures=False, run_groups=self._read_groups
+        )
 
         self._turns = WriterTurns(self.url.database) if self.is_sqlite else None
 
@@ -56,13 +82,40 @@ class Database:
         async with self._turns.turn(), self.writer.begin() as conn:
             yield conn
 
-    async def write_many(self, operation: Operation[AsyncConnection, A, T], argument: A) -> T:
+    async def write_many(self, operation: SyncOperation[A, T], argument: A) -> T:
         """Group commit: run ``operation`` on ``argument`` with other callers' in one transaction.
 
         Callers of the same operation in a batch are handed over together (one statement for
         all of them); the result is this caller's, returned after the commit.
         """
-        return await self._group_commit.run(operation, argument)
+        return cast(T, await self._group_commit.submit(operation, argument))
+
+    async def _commit_groups(self, groups: Groups) -> list[Sequence[Any]]:
+        """One transaction for a whole batch; on SQLite on the write lane, while this process
+        holds its turn at the write lock."""
+        if self.write_lane is None:
+            async with self.writer.begin() as conn:
+                return await conn.run_sync(run_groups, groups)
+        assert self._turns is not None
+        async with self._turns.turn():
+            return await self.write_lane.run(groups, transaction=True)
+
+    async def read_many(self, operation: SyncOperation[A, T], argument: A) -> T:
+        """``write_many`` for reads: callers of the same moment share one snapshot (and one
+        statement per operation); a batch that fails fails all its callers alike."""
+        return cast(T, await self._group_read.submit(operation, argument))
+
+    async def read_sync(self, read: Callable[..., T], *args: Any) -> T:
+        """One synchronous ``read(conn, *args)`` in one snapshot, on SQLite in one hop to the
+        read lane (for a read of several statements that its caller already batches)."""
+        [[result]] = await self._read_groups([(_one_call(read, args), [None])])
+        return cast(T, result)
+
+    async def _read_groups(self, groups: Groups) -> list[Sequence[Any]]:
+        if self.read_lane is None:
+            async with self.reader.connect() as conn:
+                return await conn.run_sync(run_groups, groups)
+        return await self.read_lane.run(groups, transaction=False)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -71,6 +124,10 @@ class Database:
 
     async def dispose(self) -> None:
         await self._group_commit.close()
+        await self._group_read.close()
+        for lane in (self.write_lane, self.read_lane):
+            if lane is not None:
+                await lane.close()
         await self.writer.dispose()
         if self._turns is not None:
             self._turns.close()
@@ -153,10 +210,32 @@ async def _take(fd: int, deadline: float) -> None:
         delay = min(delay * 2, POLL_MAX_SECONDS)
 
 
+def _one_call(function: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., list[Any]]:
+    def operation(conn: Connection, _arguments: Sequence[None]) -> list[Any]:
+        return [function(conn, *args)]
+
+    return operation
+
+
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     engine = create_async_engine(url, pool_size=5, max_overflow=10, connect_args={"timeout": 30})
+    _sqlite_settings(engine.sync_engine, immediate=immediate)
+    return engine
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def _sync_sqlite_engine(url: str, *, immediate: bool) -> Engine:
+    """A lane's engine: the standard library's driver, one connection, used only on the
+    lane's thread (which opens it: ``StaticPool`` hands that one connection out)."""
+    sync_url = make_url(url).set(drivername="sqlite")
+    engine = create_engine(
+        sync_url, poolclass=StaticPool, connect_args={"timeout": 30, "check_same_thread": False}
+    )
+    _sqlite_settings(engine, immediate=immediate)
+    return engine
+
+
+def _sqlite_settings(engine: Engine, *, immediate: bool) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" hook below emit BEGIN, not the driver.
         dbapi_conn.isolation_level = None
@@ -168,8 +247,6 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine

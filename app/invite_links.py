@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, insert, select, update
 
 from app.clock import utcnow
 from app.db import Database
@@ -75,11 +74,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)  # 192 bits
 
 
-async def replace_links(conn: AsyncConnection, invite_ids: Sequence[int], now: datetime) -> None:
+def replace_links(conn: Connection, invite_ids: Sequence[int], now: datetime) -> None:
     """Every live link of these invites stops working (one UPDATE, in the caller's transaction)."""
     if not invite_ids:
         return
-    await conn.execute(
+    conn.execute(
         update(invite_links)
         .where(invite_links.c.invite_id.in_(list(invite_ids)), invite_links.c.replaced_at.is_(None))
         .values(replaced_at=now)
@@ -98,7 +97,7 @@ async def issue(db: Database, invite: Invite) -> str | None:
     return await db.write_many(issue_each, invite)
 
 
-async def issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[str | None]:
+def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]:
     """``issue`` for many attempts in the caller's transaction (the claim's, in the worker)."""
     now = utcnow()
     # FOR UPDATE (PostgreSQL): the rows stay as checked until this commits; SQLite's writes
@@ -111,7 +110,7 @@ async def issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[
         )
         .with_for_update()
     )
-    current = {(row.id, row.attempt) for row in await conn.execute(still_mine)}
+    current = {(row.id, row.attempt) for row in conn.execute(still_mine)}
     issued: dict[int, tuple[Invite, str]] = {}
     answers: list[str | None] = []
     for invite in attempts:
@@ -122,8 +121,8 @@ async def issue_each(conn: AsyncConnection, attempts: Sequence[Invite]) -> list[
         else:
             answers.append(None)
     if issued:
-        await replace_links(conn, list(issued), now)
-        await conn.execute(
+        replace_links(conn, list(issued), now)
+        conn.execute(
             insert(invite_links),
             [
                 {

@@ -34,7 +34,6 @@ from app.oncall import page as ops
 from app.pause import PauseFlag, SendingNotice
 from app.queue import Publisher
 from app.ratelimit import Limiter
-from app.sessions import SessionLookups
 from app.snapshots import Snapshots
 from app.status import CANCELLABLE, RESENDABLE
 from app.web import (
@@ -129,7 +128,6 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         publisher = Publisher(db, redis)
         announcer = Announcer(redis)
         limiter = Limiter(redis)
-        session_lookups = SessionLookups(db)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
@@ -146,7 +144,6 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
                 "publisher": publisher,
                 "announcer": announcer,
                 "limiter": limiter,
-                "session_lookups": session_lookups,
                 "templates": templates,
                 "sse": sse,
                 "hub": hub,
@@ -165,7 +162,6 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
             await _bounded(limiter.close(), "rate limiter")
-            await _bounded(session_lookups.close(), "session lookups")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
             await _bounded(redis.aclose(), "redis")

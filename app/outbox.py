@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.clock import utcnow
 from app.db import Database
@@ -30,12 +29,12 @@ def outbox_values(invite: Invite, now: datetime) -> dict[str, Any]:
     }
 
 
-async def add_outbox_rows(conn: AsyncConnection, pending: Sequence[Invite]) -> list[int]:
+def add_outbox_rows(conn: Connection, pending: Sequence[Invite]) -> list[int]:
     """New outbox rows for ``pendente`` invites (their ids, in order); no state changes."""
     if not pending:
         return []
     now = utcnow()
-    result = await conn.execute(
+    result = conn.execute(
         insert(outbox).returning(outbox.c.id, sort_by_parameter_order=True),
         [outbox_values(invite, now) for invite in pending],
     )
@@ -85,15 +84,11 @@ async def mark_published(db: Database, outbox_id: int, job_id: str) -> None:
     await db.write_many(_mark_published, (outbox_id, job_id))
 
 
-async def _mark_published(
-    conn: AsyncConnection, published: Sequence[tuple[int, str]]
-) -> list[None]:
+def _mark_published(conn: Connection, published: Sequence[tuple[int, str]]) -> list[None]:
     statement = (
         update(outbox)
         .where(outbox.c.id == bindparam("outbox_id"), outbox.c.published_at.is_(None))
         .values(published_at=utcnow(), job_id=bindparam("new_job_id"))
     )
-    await conn.execute(
-        statement, [{"outbox_id": row, "new_job_id": job_id} for row, job_id in published]
-    )
+    conn.execute(statement, [{"outbox_id": row, "new_job_id": job_id} for row, job_id in published])
     return [None] * len(published)

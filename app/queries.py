@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, literal_column, select, union_all
+from sqlalchemy import Connection, bindparam, func, literal_column, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import Database
@@ -166,27 +166,31 @@ async def events_since_many(
     that invite's newest event as it was read; in the order asked.
 
     One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
-    range), then one for the invites they name, on one connection."""
+    range), then one for the invites they name, on one connection (``Database.read_sync``:
+    on SQLite the whole read is one hop to the read lane)."""
+    return await db.read_sync(_events_since_many, reads, limit)
+
+
+def _events_since_many(
+    conn: Connection, reads: Sequence[tuple[str, int]], limit: int
+) -> list[list[tuple[EventMark, Invite, int]]]:
     marks: list[list[EventMark]] = [[] for _ in reads]
-    async with db.read() as conn:
-        for start in range(0, len(reads), READS_PER_STATEMENT):
-            chunk = reads[start : start + READS_PER_STATEMENT]
-            params: dict[str, Any] = {"limit": limit}
-            for index in range(_shape(len(chunk))):
-                # Unused slots of the shape ask for a sender that cannot exist: no rows.
-                sender_id, after_id = chunk[index] if index < len(chunk) else ("", 0)
-                params[f"sender_{index}"], params[f"after_{index}"] = sender_id, after_id
-            rows = await conn.execute(_events_since_statement(len(chunk)), params)
-            for index, event_id, created_at, invite_id in rows.all():
-                if index < len(chunk):
-                    marks[start + index].append(EventMark(event_id, created_at, invite_id))
-        wanted = sorted({mark.invite_id for found in marks for mark in found})
-        found_invites = {}
-        if wanted:
-            rows = await conn.execute(_INVITES_BY_ID, {"ids": wanted})
-            found_invites = {
-                row.id: (record_from(Invite, row), row.latest_event_id) for row in rows
-            }
+    for start in range(0, len(reads), READS_PER_STATEMENT):
+        chunk = reads[start : start + READS_PER_STATEMENT]
+        params: dict[str, Any] = {"limit": limit}
+        for index in range(_shape(len(chunk))):
+            # Unused slots of the shape ask for a sender that cannot exist: no rows.
+            sender_id, after_id = chunk[index] if index < len(chunk) else ("", 0)
+            params[f"sender_{index}"], params[f"after_{index}"] = sender_id, after_id
+        rows = conn.execute(_events_since_statement(len(chunk)), params)
+        for index, event_id, created_at, invite_id in rows.all():
+            if index < len(chunk):
+                marks[start + index].append(EventMark(event_id, created_at, invite_id))
+    wanted = sorted({mark.invite_id for found in marks for mark in found})
+    found_invites = {}
+    if wanted:
+        rows = conn.execute(_INVITES_BY_ID, {"ids": wanted})
+        found_invites = {row.id: (record_from(Invite, row), row.latest_event_id) for row in rows}
     return [
         [(mark, *found_invites[mark.invite_id]) for mark in sorted(found, key=lambda m: m.id)]
         for found in marks

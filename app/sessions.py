@@ -1,7 +1,7 @@
 """Server-side sessions: the signed cookie carries a random token, the database its hash.
 
 A session is created at sign-in (``start``), found on each request that needs the account
-(``SessionLookups.account_of``), and ends on the server at **Sair** (``end``): a copy of the
+(``account_of``), and ends on the server at **Sair** (``end``): a copy of the
 cookie is refused afterwards. Sessions live in the database, not Redis: with Redis down a
 signed-in person still sends, and the outbox holds the invite.
 """
@@ -13,10 +13,8 @@ import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, insert, select, update
 
-from app.batching import Batcher
 from app.clock import utcnow
 from app.db import Database
 from app.models import accounts, sessions
@@ -45,7 +43,7 @@ async def start(db: Database, account_id: int, lifetime_seconds: float) -> str:
     return token
 
 
-async def _accounts_of(conn: AsyncConnection, hashes: Sequence[str]) -> list[Account | None]:
+def _accounts_of(conn: Connection, hashes: Sequence[str]) -> list[Account | None]:
     query = (
         select(accounts, sessions.c.token_hash)
         .join(sessions, sessions.c.account_id == accounts.c.id)
@@ -55,25 +53,18 @@ async def _accounts_of(conn: AsyncConnection, hashes: Sequence[str]) -> list[Acc
             sessions.c.expires_at > utcnow(),
         )
     )
-    rows = (await conn.execute(query)).all()
+    rows = conn.execute(query).all()
     found = {row.token_hash: record_from(Account, row) for row in rows}
     return [found.get(digest) for digest in hashes]
 
 
-class SessionLookups:
-    """Which account each request's session belongs to: the requests that ask at the same
-    moment share one read (``WHERE token_hash IN …``), as writes share a group commit. Every
-    request still reads the database: an ended session is refused at once, in every process."""
+async def account_of(db: Database, token: str) -> Account | None:
+    """The account of a live session (not ended, not expired), or ``None``.
 
-    def __init__(self, db: Database) -> None:
-        self._batcher: Batcher[AsyncConnection] = Batcher(db.read, isolate_failures=False)
-
-    async def account_of(self, token: str) -> Account | None:
-        """The account of a live session (not ended, not expired), or ``None``."""
-        return await self._batcher.run(_accounts_of, token_hash(token))
-
-    async def close(self) -> None:
-        await self._batcher.close()
+    The requests that ask at the same moment share one read (``Database.read_many``: one
+    ``WHERE token_hash IN …``), as writes share a group commit. Every request still reads the
+    database: an ended session is refused at once, in every process."""
+    return await db.read_many(_accounts_of, token_hash(token))
 
 
 async def end(db: Database, token: str) -> None:

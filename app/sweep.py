@@ -86,7 +86,7 @@ async def overdue_pending(
 async def requeue(db: Database, publisher: Publisher, lost: list[Invite]) -> None:
     """A new outbox row and job for each ``pendente`` invite whose job was lost."""
     async with db.write() as conn:
-        outbox_ids = await add_outbox_rows(conn, lost)
+        outbox_ids = await conn.run_sync(add_outbox_rows, lost)
     now = utcnow()
     for invite, outbox_id in zip(lost, outbox_ids, strict=True):
         await publisher.publish_entry(

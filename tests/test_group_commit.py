@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from arq.connections import ArqRedis
 from arq.jobs import Job
-from sqlalchemy import event, text
+from sqlalchemy import Connection, event, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.config import Settings
@@ -23,8 +22,12 @@ from app.transitions import claim_for_sending, create_invite
 
 
 def count_commits(db: Database) -> list[int]:
+    """Every commit of ``db``'s writers: the group commit's own engine on SQLite too."""
     commits: list[int] = []
-    event.listen(db.writer.sync_engine, "commit", lambda _conn: commits.append(1))
+    lane = db.write_lane
+    for engine in (db.writer.sync_engine, lane.engine if lane else None):
+        if engine is not None:
+            event.listen(engine, "commit", lambda _conn: commits.append(1))
     return commits
 
 
@@ -56,12 +59,12 @@ async def test_concurrent_invites_share_commits_and_each_is_durable_when_it_retu
         await other.dispose()
 
     assert seen == [3] * 30
-    assert len(commits) < 30
+    assert 1 <= len(commits) < 30
 
 
 async def test_a_failing_caller_fails_alone_not_its_batch(db: Database) -> None:
-    async def broken(conn: AsyncConnection, arguments: Sequence[None]) -> list[None]:
-        await conn.execute(text("INSERT INTO invites (id) VALUES (NULL)"))  # NOT NULL columns
+    def broken(conn: Connection, arguments: Sequence[None]) -> list[None]:
+        conn.execute(text("INSERT INTO invites (id) VALUES (NULL)"))  # NOT NULL columns
         return [None] * len(arguments)
 
     async def good(n: int) -> Any:

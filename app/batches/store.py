@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, tuple_
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, func, insert, select, tuple_
 
 from app import queries
 from app.clock import utcnow
@@ -62,9 +61,9 @@ class _BatchRaced(RuntimeError):
     """A duplicate appeared between the check and the insert: roll everything back."""
 
 
-async def _on_their_way(conn: AsyncConnection, batch: NewBatch) -> list[Invite]:
+def _on_their_way(conn: Connection, batch: NewBatch) -> list[Invite]:
     pairs = list({(r.sender_id, r.email) for r in batch.requests})
-    rows = await conn.execute(
+    rows = conn.execute(
         select(invites).where(
             tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
             invites.c.kind == INVITE,
@@ -74,14 +73,14 @@ async def _on_their_way(conn: AsyncConnection, batch: NewBatch) -> list[Invite]:
     return [record_from(Invite, row) for row in rows.all()]
 
 
-async def _write_one(conn: AsyncConnection, batch: NewBatch) -> Written | Conflict:
-    existing = await _on_their_way(conn, batch)
+def _write_one(conn: Connection, batch: NewBatch) -> Written | Conflict:
+    existing = _on_their_way(conn, batch)
     if existing:
         return Conflict(existing)
     now = utcnow()
     public_id = new_public_id()
     batch_id = (
-        await conn.execute(
+        conn.execute(
             insert(batches).returning(batches.c.id),
             {
                 "public_id": public_id,
@@ -92,7 +91,7 @@ async def _write_one(conn: AsyncConnection, batch: NewBatch) -> Written | Confli
         )
     ).scalar_one()
     requests = [replace(request, batch_id=int(batch_id)) for request in batch.requests]
-    results = await create_invites(conn, requests)
+    results = create_invites(conn, requests)
     changes = [result for result in results if isinstance(result, Change)]
     if len(changes) != len(results):
         raise _BatchRaced("a duplicate appeared inside the batch's own transaction")
@@ -100,10 +99,8 @@ async def _write_one(conn: AsyncConnection, batch: NewBatch) -> Written | Confli
     return Written(row, changes)
 
 
-async def _write_batches(
-    conn: AsyncConnection, asked: Sequence[NewBatch]
-) -> list[Written | Conflict]:
-    return [await _write_one(conn, batch) for batch in asked]
+def _write_batches(conn: Connection, asked: Sequence[NewBatch]) -> list[Written | Conflict]:
+    return [_write_one(conn, batch) for batch in asked]
 
 
 async def write_batch(db: Database, batch: NewBatch) -> Written | Conflict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from app.clock import utcnow
 from app.db import Database
@@ -35,11 +35,16 @@ def _resend_values(now: datetime) -> dict[str, Any]:
     }
 
 
+def _resend_rows(conn: Connection, where: list[Any], values: dict[str, Any]) -> list[Change]:
+    changes = transition_all(conn, where, values, enqueue=True)
+    replace_links(conn, [change.invite.id for change in changes], utcnow())
+    return changes
+
+
 async def _resend(db: Database, where: list[Any], values: dict[str, Any]) -> list[Change]:
     """The conditional UPDATE back to ``pendente`` (with outbox rows) and the links replaced."""
     async with db.write() as conn:
-        changes = await transition_all(conn, where, values, enqueue=True)
-        await replace_links(conn, [change.invite.id for change in changes], utcnow())
+        changes = await conn.run_sync(_resend_rows, where, values)
     return changes
 
 

@@ -103,7 +103,9 @@ async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) 
     ]
     oldest = select(invites.c.id).where(*due).order_by(invites.c.id).limit(limit)
     async with db.write() as conn:
-        changes = await transition_all(
-            conn, [invites.c.id.in_(oldest), *due], {"status": Status.EXPIRADO.value, "error": None}
+        changes = await conn.run_sync(
+            transition_all,
+            [invites.c.id.in_(oldest), *due],
+            {"status": Status.EXPIRADO.value, "error": None},
         )
     return sorted(changes, key=lambda change: change.invite.id)

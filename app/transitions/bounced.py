@@ -26,8 +26,8 @@ async def mark_bounced(
     where = [invites.c.id == invite_id, invites.c.status.in_([s.value for s in BOUNCEABLE])]
     if attempt is not None:
         where.append(invites.c.attempt == attempt)
-    changes = await transition_all(
-        conn,
+    changes = await conn.run_sync(
+        transition_all,
         where,
         {
             "status": Status.DEVOLVIDO.value,

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, tuple_
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, select, tuple_
 
 from app.clock import utcnow
 from app.db import Database
@@ -21,17 +20,21 @@ from app.invite_links import issue_each
 from app.models import invites
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
-from app.transitions.core import record_changes, transition, transition_all, transition_each
+from app.transitions.core import (
+    insert_in_order,
+    record_changes,
+    transition,
+    transition_all,
+    transition_each,
+)
 
 
-async def _on_their_way(
-    conn: AsyncConnection, requests: Sequence[NewInvite]
-) -> dict[tuple[str, str], Invite]:
+def _on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
     """The invites these senders already have on the way (or arrived) to these addresses."""
     pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
     if not pairs:
         return {}
-    rows = await conn.execute(
+    rows = conn.execute(
         select(invites).where(
             tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
             invites.c.kind == INVITE,
@@ -42,9 +45,7 @@ async def _on_their_way(
     return {(invite.sender_id, invite.email): invite for invite in found}
 
 
-async def create_invites(
-    conn: AsyncConnection, requests: Sequence[NewInvite]
-) -> list[Change | Duplicate]:
+def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
     """Write ``pendente`` invites, their first events and outbox rows: four statements for all.
 
     An invitation to an address its sender already has on the way (``pendente``, ``enviando``,
@@ -54,7 +55,7 @@ async def create_invites(
     (``Database.write_many`` for group commit); the caller publishes each ``Change.outbox_id``.
     """
     now = utcnow()
-    existing = await _on_their_way(conn, requests)
+    existing = _on_their_way(conn, requests)
     fresh: list[NewInvite] = []
     in_batch: set[tuple[str, str]] = set()
     repeats: list[tuple[str, str] | None] = []  # per request: the key it repeats, if any
@@ -67,18 +68,17 @@ async def create_invites(
         fresh.append(request)
         if request.kind == INVITE:
             in_batch.add(key)
-    changes = await _insert_new(conn, fresh, now) if fresh else []
+    changes = _insert_new(conn, fresh, now) if fresh else []
     created = iter(changes)
     for change in changes:
         existing.setdefault((change.invite.sender_id, change.invite.email), change.invite)
     return [next(created) if key is None else Duplicate(existing[key]) for key in repeats]
 
 
-async def _insert_new(
-    conn: AsyncConnection, requests: Sequence[NewInvite], now: datetime
-) -> list[Change]:
-    result = await conn.execute(
-        insert(invites).returning(*invites.c, sort_by_parameter_order=True),
+def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) -> list[Change]:
+    written = insert_in_order(
+        conn,
+        invites,
         [
             {
                 "public_id": new_public_id(),
@@ -103,9 +103,11 @@ async def _insert_new(
             }
             for request in requests
         ],
+        "public_id",
+        *invites.c,
     )
-    created = [record_from(Invite, row) for row in result.all()]
-    return await record_changes(conn, created, enqueue=True)
+    created = [record_from(Invite, row) for row in written]
+    return record_changes(conn, created, enqueue=True)
 
 
 async def create_invite(
@@ -140,12 +142,12 @@ class _Claim:
     lease_seconds: float
 
 
-async def _claim_each(conn: AsyncConnection, claims: Sequence[_Claim]) -> list[Change | None]:
+def _claim_each(conn: Connection, claims: Sequence[_Claim]) -> list[Change | None]:
     now = utcnow()
     lease_seconds = claims[0].lease_seconds
     if any(claim.lease_seconds != lease_seconds for claim in claims):
-        return [(await _claim_each(conn, [claim]))[0] for claim in claims]
-    return await transition_each(
+        return [_claim_each(conn, [claim])[0] for claim in claims]
+    return transition_each(
         conn,
         [(claim.public_id, claim.attempt) for claim in claims],
         (invites.c.public_id, invites.c.attempt),
@@ -178,12 +180,10 @@ class Claimed:
     link: str | None
 
 
-async def _claim_with_link_each(
-    conn: AsyncConnection, claims: Sequence[_Claim]
-) -> list[Claimed | None]:
-    changes = await _claim_each(conn, claims)
+def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Claimed | None]:
+    changes = _claim_each(conn, claims)
     won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
-    links = dict(zip([i.id for i in won], await issue_each(conn, won), strict=True)) if won else {}
+    links = dict(zip([i.id for i in won], issue_each(conn, won), strict=True)) if won else {}
     return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
 
 
@@ -206,9 +206,9 @@ def _sending(invite: Invite) -> list[Any]:
     ]
 
 
-async def _mark_sent_each(conn: AsyncConnection, sending: Sequence[Invite]) -> list[Change | None]:
+def _mark_sent_each(conn: Connection, sending: Sequence[Invite]) -> list[Change | None]:
     now = utcnow()
-    return await transition_each(
+    return transition_each(
         conn,
         [(invite.id, invite.attempt) for invite in sending],
         (invites.c.id, invites.c.attempt),
@@ -305,8 +305,8 @@ async def expire_leases(db: Database, reason: str) -> list[Change]:
     One conditional UPDATE: a verdict that commits first wins, and this row is left alone.
     """
     async with db.write() as conn:
-        return await transition_all(
-            conn,
+        return await conn.run_sync(
+            transition_all,
             [invites.c.status == Status.ENVIANDO.value, invites.c.lease_expires_at < utcnow()],
             {**_UNCERTAIN, "error": reason},
             failure_class=FailureClass.UNCERTAIN,

@@ -31,8 +31,7 @@ async def identify(request: Request) -> Account | None:
     token = request.session.get(SESSION_KEY)
     account = None
     if isinstance(token, str) and token:
-        lookups: sessions.SessionLookups = request.state.session_lookups
-        account = await lookups.account_of(token)
+        account = await sessions.account_of(db_of(request), token)
     request.state.account = account
     return account
 
