@@ -24,6 +24,7 @@ from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
+from app.heap import startup_heap_frozen
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
@@ -137,23 +138,24 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         templates = build_templates(static)
         feed = LiveFeed(db, partial(render_row, templates, settings=settings))
         try:
-            yield {
-                "settings": settings,
-                "db": db,
-                "redis": redis,
-                "publisher": publisher,
-                "announcer": announcer,
-                "limiter": limiter,
-                "templates": templates,
-                "sse": sse,
-                "hub": hub,
-                "feed": feed,
-                # The notice on every page: paused by the team, or no worker alive.
-                "paused": SendingNotice(
-                    PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
-                ),
-                "snapshots": Snapshots(settings.status_snapshot_seconds),
-            }
+            with startup_heap_frozen():
+                yield {
+                    "settings": settings,
+                    "db": db,
+                    "redis": redis,
+                    "publisher": publisher,
+                    "announcer": announcer,
+                    "limiter": limiter,
+                    "templates": templates,
+                    "sse": sse,
+                    "hub": hub,
+                    "feed": feed,
+                    # The notice on every page: paused by the team, or no worker alive.
+                    "paused": SendingNotice(
+                        PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
+                    ),
+                    "snapshots": Snapshots(settings.status_snapshot_seconds),
+                }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server
             # (or a test) in its shutdown for ever.
