@@ -4,7 +4,8 @@ and one rendering of each changed row (real database, real templates; statements
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -41,20 +42,22 @@ class CountingRender:
 
 @contextmanager
 def event_reads(db: Database) -> Iterator[list[str]]:
-    """Every SELECT run through the database's reader (a round of reads is two: the events of
-    every pair asked, then the invites they name)."""
+    """Every SELECT run through the database's readers, its read lane too (a round of reads is
+    two: the events of every pair asked, then the invites they name)."""
     seen: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
             seen.append(statement)
 
-    engine = db.reader.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
+    engines = [db.reader.sync_engine] + ([db.read_lane.engine] if db.read_lane else [])
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", count)
     try:
         yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", count)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", count)
 
 
 async def _invite(db: Database, sender: str, email: str) -> Invite:
@@ -148,7 +151,7 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
         claim = await transitions.claim_for_sending(db, invite.public_id, 1, lease_seconds=60)
         late = asyncio.create_task(feed.changes("ana", _cursor(db)))  # same sender and cursor
         await asyncio.sleep(0.05)
-        release.set()
+        release()
         early = await first
 
     assert claim is not None
@@ -161,21 +164,35 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
 
 
 @contextmanager
-def held_first_read(db: Database) -> Iterator[tuple[asyncio.Event, asyncio.Event]]:
-    """The first read of ``invite_events`` waits, after its statement ran, for ``release``
-    (SQLAlchemy runs the hook in the reading task: ``await_only`` lets the loop go on)."""
-    started, release = asyncio.Event(), asyncio.Event()
+def held_first_read(db: Database) -> Iterator[tuple[asyncio.Event, Callable[[], None]]]:
+    """The first read of ``invite_events`` waits, after its statement ran, until ``release()``.
+
+    On SQLite the read runs on the read lane's thread, which waits there; otherwise SQLAlchemy
+    runs the hook in the reading task (``await_only`` lets the loop go on)."""
+    loop = asyncio.get_running_loop()
+    started, released, release_task = asyncio.Event(), threading.Event(), asyncio.Event()
+    lane = db.read_lane
 
     def hold(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "invite_events" in statement and not started.is_set():
+        if "invite_events" not in statement or started.is_set():
+            return
+        if lane is not None:  # on the lane's thread
+            loop.call_soon_threadsafe(started.set)
+            released.wait(10)
+        else:
             started.set()
-            await_only(release.wait())
+            await_only(release_task.wait())
 
-    engine = db.reader.sync_engine
+    def release() -> None:
+        released.set()
+        release_task.set()
+
+    engine = lane.engine if lane else db.reader.sync_engine
     event.listen(engine, "after_cursor_execute", hold)
     try:
         yield started, release
     finally:
+        release()
         event.remove(engine, "after_cursor_execute", hold)
 
 
