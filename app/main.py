@@ -127,7 +127,6 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
-        announcer = Announcer(redis)
         limiter = Limiter(redis)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
@@ -135,6 +134,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         # Wake-ups for the open SSE streams: Redis pub/sub, and a periodic check for lost ones.
         hub = Hub(settings.redis_url, db, check_seconds=settings.worker_heartbeat_seconds)
         await hub.start()
+        announcer = Announcer(redis, ring_here=hub.ring)
         templates = build_templates(static)
         feed = LiveFeed(db, partial(render_row, templates, settings=settings))
         try:

@@ -21,7 +21,7 @@ from app.config import Settings
 from app.db import Database
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
-from app.live.wakeups import sender_channel
+from app.live.wakeups import Announcer, sender_channel
 from app.models import invite_events
 from app.records import Invite
 from tests.fixtures import BACKEND, SENDER, drain, process_env
@@ -361,6 +361,27 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
             assert not await for_bia.wait(0.5)
     finally:
         await hub.close()
+
+
+async def test_a_change_the_web_commits_rings_its_own_streams_without_redis(
+    settings: Settings, db: Database
+) -> None:
+    # The web's own changes (a POST's pendente) ring its streams at once: no round trip through
+    # Redis, and not lost while Redis is down.
+    ana, _ = await _invites_of_ana_and_bia(db)
+    dead = Redis.from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=0.2)
+    hub = Hub(settings.redis_url, db, check_seconds=60)
+    announcer = Announcer(dead, ring_here=hub.ring)
+    try:
+        with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
+            change = await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
+            await announcer.announce(change)  # Redis refuses: logged, not raised
+
+            assert await for_ana.wait(0.01)  # rung before the announce returned
+            assert not await for_bia.wait(0.01)
+    finally:
+        await announcer.close()
+        await dead.aclose()
 
 
 @pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite ids are final at commit")

@@ -128,13 +128,14 @@ class Hub:
             for wakeup in streams:
                 wakeup.ring()
 
-    def _ring(self, sender_id: str) -> None:
+    def ring(self, sender_id: str) -> None:
+        """Ring this process's open streams of ``sender_id`` (a change it committed itself)."""
         for wakeup in self._streams.get(sender_id, ()):
             wakeup.ring()
 
     def _deliver(self, channel: bytes | str) -> None:
         name = channel.decode() if isinstance(channel, bytes) else channel
-        self._ring(name.removeprefix(CHANNEL_PREFIX))
+        self.ring(name.removeprefix(CHANNEL_PREFIX))
 
     async def _run(self) -> None:
         delay = 0.5
@@ -180,7 +181,7 @@ class Hub:
                 log.warning("live check could not read the database", extra={"error": repr(exc)})
                 continue
             for sender_id in newest:
-                self._ring(sender_id)
+                self.ring(sender_id)
             if floor.catch_up_due(started):
                 self._ring_all()
             floor.after_read(started, max(newest.values(), default=None))

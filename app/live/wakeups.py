@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 
 from redis.asyncio import Redis
@@ -35,14 +35,22 @@ class Announcer:
 
     A Redis outage is logged, not raised: the row and its event are committed, and the live
     hub's periodic check rings the open pages anyway (``app.live.hub``).
+
+    In a web process, ``ring_here`` (its hub's ``ring``) rings the process's own streams of
+    the sender at once, before the message goes out: they need not wait for the round trip
+    through Redis, which under load waits its turn in the same busy loop. The published message
+    still rings every other process's streams (and this one's again, which reads nothing new).
     """
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, ring_here: Callable[[str], None] | None = None) -> None:
         self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
+        self._ring_here = ring_here
 
     async def announce(self, change: Change | None) -> None:
         if change is None:
             return
+        if self._ring_here is not None:
+            self._ring_here(change.invite.sender_id)
         try:
             await self._batcher.run(_publish_each, change)
         except (RedisError, OSError) as exc:

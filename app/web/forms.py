@@ -3,6 +3,7 @@ a fresh change (enqueue + wake-up) right after its commit."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -33,11 +34,11 @@ async def read_body(request: Request) -> dict[str, Any]:
 
 
 async def publish_fast(request: Request, change: Change) -> None:
-    """Enqueue right after the commit; if Redis is down the outbox relay does it later."""
+    """Enqueue right after the commit (if Redis is down the outbox relay does it later) and
+    wake the sender's pages, both at once."""
     publisher: Publisher = request.state.publisher
-    await publisher.publish_or_leave([change])
     announcer: Announcer = request.state.announcer
-    await announcer.announce(change)
+    await asyncio.gather(publisher.publish_or_leave([change]), announcer.announce(change))
 
 
 def wait_text(seconds: int) -> str:
