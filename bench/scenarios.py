@@ -287,7 +287,10 @@ async def _live_streams(stack: Stack, web: Any, settings: Any, sizes: Sizes) -> 
             sys.executable,
             "-m",
             "bench.sse_clients",
-            ",".join(url + EVENTS_PATH for url in web.base_urls),  # stream i: URL i mod n
+            # As the page opens its stream: from the cursor it was rendered with, here 0 (each
+            # sender is new). A stream without one first reads and sends a snapshot of the
+            # rows; 1,000 of those opened at once took seconds to be listening (README).
+            ",".join(f"{url}{EVENTS_PATH}?depois=0" for url in web.base_urls),
             str(plan),
             str(out),
         ],

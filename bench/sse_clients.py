@@ -22,7 +22,8 @@ async def _stream(
 ) -> None:
     parts = urlsplit(url)
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-    lines = [f"GET {parts.path} HTTP/1.1", f"Host: {parts.netloc}"]
+    target = f"{parts.path}?{parts.query}" if parts.query else parts.path
+    lines = [f"GET {target} HTTP/1.1", f"Host: {parts.netloc}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
     await writer.drain()
