@@ -34,8 +34,9 @@ class SyncLane:
 
     async def run(self, groups: Groups, *, transaction: bool) -> list[Sequence[Any]]:
         """The batch in one transaction (``transaction``: committed before this returns) or in
-        one read snapshot. A cancelled caller still waits for the thread to finish: whoever
-        holds the write lock for it (``app.db.WriterTurns``) must not let go while it writes."""
+        one read snapshot. A cancelled caller of a transaction still waits for the thread to
+        finish: whoever holds the write lock for it (``app.db.WriterTurns``) must not let go
+        while it writes. A cancelled read lets go at once (its thread finishes on its own)."""
         context = contextvars.copy_context()  # the log's correlation id, for instance
         done = asyncio.get_running_loop().run_in_executor(
             self._thread, context.run, self._run, groups, transaction
@@ -43,7 +44,8 @@ class SyncLane:
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
-            await asyncio.wait([done])
+            if transaction:
+                await asyncio.wait([done])
             raise
 
     def _run(self, groups: Groups, transaction: bool) -> list[Sequence[Any]]:
