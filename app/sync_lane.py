@@ -31,12 +31,15 @@ class SyncLane:
     def __init__(self, engine: Engine, name: str) -> None:
         self.engine = engine
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._closed = False
 
     async def run(self, groups: Groups, *, transaction: bool) -> list[Sequence[Any]]:
         """The batch in one transaction (``transaction``: committed before this returns) or in
         one read snapshot. A cancelled caller of a transaction still waits for the thread to
         finish: whoever holds the write lock for it (``app.db.WriterTurns``) must not let go
         while it writes. A cancelled read lets go at once (its thread finishes on its own)."""
+        if self._closed:
+            raise RuntimeError("the database is closed")
         context = contextvars.copy_context()  # the log's correlation id, for instance
         done = asyncio.get_running_loop().run_in_executor(
             self._thread, context.run, self._run, groups, transaction
@@ -53,6 +56,8 @@ class SyncLane:
             return run_groups(conn, groups)
 
     async def close(self) -> None:
-        """Close the connection on its own thread, then stop the thread."""
+        """Refuse new batches, let those already handed in finish, close the connection on its
+        own thread (after them: one thread, first in first out), then stop the thread."""
+        self._closed = True
         await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)
-        self._thread.shutdown(wait=True)
+        self._thread.shutdown(wait=False)  # idle by now: nothing can be handed in any more

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import fcntl
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,9 +17,14 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from app import sessions
 from app.accounts import find_or_create_account
+from app.clock import utcnow
 from app.db import Database
+from app.models import outbox
+from app.outbox import outbox_values
+from app.records import Duplicate
 from app.sync_lane import SyncLane
 from app.transitions import create_invite
+from app.transitions.core import insert_in_order
 from tests.fixtures import BACKEND
 
 on_sqlite = pytest.mark.skipif(BACKEND != "sqlite", reason="the lanes are SQLite's")
@@ -78,6 +85,49 @@ async def test_callers_of_one_group_commit_get_their_own_rows_on_any_database(
     )
 
     await each_change_names_its_own_rows(db, changes, emails)
+
+
+@on_sqlite
+async def test_a_group_commit_holds_the_processs_write_turn_while_its_thread_writes(
+    db: Database,
+) -> None:
+    # The lane's transaction runs inside this process's turn at the write lock (WriterTurns):
+    # another process trying to take the turn now would have to wait.
+    lock_file = f"{db.url.database}.writelock"
+
+    def turn_is_taken(_conn: Connection, arguments: Sequence[None]) -> list[bool]:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return [True for _ in arguments]
+        finally:
+            os.close(fd)  # closing it lets go of a lock it may have taken
+        return [False for _ in arguments]
+
+    assert await db.write_many(turn_is_taken, None)
+
+
+async def test_rows_inserted_together_need_a_key_unique_among_them(db: Database) -> None:
+    async def insert_twice() -> None:
+        async with db.write() as conn:
+            rows = [outbox_values(invite, utcnow()) for invite in [created.invite] * 2]
+            await conn.run_sync(insert_in_order, outbox, rows, "invite_id", outbox.c.id)
+
+    created = await create_invite(
+        db, sender_id="s", email="dup@exemplo.com", name=None, correlation_id="c"
+    )
+    assert not isinstance(created, Duplicate)
+    with pytest.raises(ValueError, match="not unique"):
+        await insert_twice()
+
+
+async def test_a_closed_lane_refuses_new_batches(tmp_path: Path) -> None:
+    lane = SyncLane(create_engine(f"sqlite:///{tmp_path / 'lane.db'}"), "test-lane")
+    await lane.close()
+
+    with pytest.raises(RuntimeError, match="closed"):
+        await lane.run([], transaction=False)
 
 
 async def test_sessions_asked_at_the_same_moment_share_one_read(db: Database) -> None:
