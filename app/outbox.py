@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from app.clock import utcnow
 from app.db import Database
@@ -27,18 +27,6 @@ def outbox_values(invite: Invite, now: datetime) -> dict[str, Any]:
         "available_at": invite.next_attempt_at or now,
         "created_at": now,
     }
-
-
-def add_outbox_rows(conn: Connection, pending: Sequence[Invite]) -> list[int]:
-    """New outbox rows for ``pendente`` invites (their ids, in order); no state changes."""
-    if not pending:
-        return []
-    now = utcnow()
-    result = conn.execute(
-        insert(outbox).returning(outbox.c.id, sort_by_parameter_order=True),
-        [outbox_values(invite, now) for invite in pending],
-    )
-    return [int(row[0]) for row in result.all()]
 
 
 def outbox_entry_of(change: Change) -> OutboxEntry | None:

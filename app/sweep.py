@@ -26,10 +26,11 @@ from app.clock import utcnow
 from app.db import Database
 from app.live.wakeups import Announcer
 from app.models import invites, outbox
-from app.outbox import add_outbox_rows
+from app.outbox import outbox_values
 from app.queue import Publisher, job_is_live, relay_outbox
 from app.records import Invite, OutboxEntry, record_from
 from app.status import Status
+from app.transitions.core import insert_ids
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,9 @@ async def overdue_pending(
 async def requeue(db: Database, publisher: Publisher, lost: list[Invite]) -> None:
     """A new outbox row and job for each ``pendente`` invite whose job was lost."""
     async with db.write() as conn:
-        outbox_ids = await conn.run_sync(add_outbox_rows, lost)
-    now = utcnow()
+        now = utcnow()
+        rows = [outbox_values(invite, now) for invite in lost]
+        outbox_ids = await conn.run_sync(insert_ids, outbox, rows)
     for invite, outbox_id in zip(lost, outbox_ids, strict=True):
         await publisher.publish_entry(
             OutboxEntry(

@@ -12,15 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select, tuple_
+from sqlalchemy import Connection, func, insert, select
 
 from app import queries
 from app.clock import utcnow
 from app.db import Database
 from app.models import batches, invite_events, invites
-from app.records import INVITE, Change, Invite, NewInvite, new_public_id, record_from
-from app.status import ON_ITS_WAY, Status
+from app.records import Change, Invite, NewInvite, new_public_id, record_from
+from app.status import Status
 from app.transitions import create_invites
+from app.transitions.sending import on_their_way
 
 
 @dataclass(frozen=True)
@@ -61,20 +62,8 @@ class _BatchRaced(RuntimeError):
     """A duplicate appeared between the check and the insert: roll everything back."""
 
 
-def _on_their_way(conn: Connection, batch: NewBatch) -> list[Invite]:
-    pairs = list({(r.sender_id, r.email) for r in batch.requests})
-    rows = conn.execute(
-        select(invites).where(
-            tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
-            invites.c.kind == INVITE,
-            invites.c.status.in_([status.value for status in ON_ITS_WAY]),
-        )
-    )
-    return [record_from(Invite, row) for row in rows.all()]
-
-
 def _write_one(conn: Connection, batch: NewBatch) -> Written | Conflict:
-    existing = _on_their_way(conn, batch)
+    existing = list(on_their_way(conn, batch.requests).values())
     if existing:
         return Conflict(existing)
     now = utcnow()

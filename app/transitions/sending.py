@@ -29,7 +29,7 @@ from app.transitions.core import (
 )
 
 
-def _on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
+def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
     """The invites these senders already have on the way (or arrived) to these addresses."""
     pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
     if not pairs:
@@ -55,7 +55,7 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
     (``Database.write_many`` for group commit); the caller publishes each ``Change.outbox_id``.
     """
     now = utcnow()
-    existing = _on_their_way(conn, requests)
+    existing = on_their_way(conn, requests)
     fresh: list[NewInvite] = []
     in_batch: set[tuple[str, str]] = set()
     repeats: list[tuple[str, str] | None] = []  # per request: the key it repeats, if any
