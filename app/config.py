@@ -112,6 +112,7 @@ class Settings:
     streams_per_address: int = 60
     streams_per_process: int = 5000
     stream_max_seconds: float = 3600.0
+    stream_ping_seconds: float = 15.0
     metrics_token: str | None = None
     status_snapshot_seconds: float = 2.0
     batch_max_rows: int = 1000
@@ -367,6 +368,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         streams_per_address=_parse(env, "STREAMS_PER_ADDRESS", "60", _positive_int),
         streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
+        stream_ping_seconds=_parse(env, "STREAM_PING_SECONDS", "15", _positive_float),
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
         status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
         batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),

@@ -81,6 +81,7 @@ class Hub:
         self.check_seconds = check_seconds
         self.settle_seconds = settle_seconds
         self.closed = False
+        self.streams_ending = False  # the server is stopping: every stream ends
         self._streams: dict[str, set[Wakeup]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -97,10 +98,15 @@ class Hub:
             asyncio.create_task(self._check_forever(floor), name="live-hub-check"),
         ]
 
+    def end_streams(self) -> None:
+        """Ring every stream so each one ends cleanly (the server is stopping)."""
+        self.streams_ending = True
+        self._ring_all()
+
     async def close(self) -> None:
         """Stop listening and ring every stream so each one ends cleanly."""
         self.closed = True
-        self._ring_all()
+        self.end_streams()
         for task in self._tasks:
             task.cancel()
         if self._tasks:

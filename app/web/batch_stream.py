@@ -8,7 +8,6 @@ the batch's counters and the one sentence to say, computed from the database, at
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 from sse_starlette import ServerSentEvent
@@ -77,11 +76,9 @@ class BatchStream(Stream):
         return ServerSentEvent(data=html, event="lote")
 
     async def rest(self, wakeup: Wakeup) -> bool:
-        self.shutdown.wakeup = wakeup
         if self.ending:
             return True
-        remaining = max(0.0, self.ends_at - time.monotonic())
-        period = min(self.settings.worker_heartbeat_seconds, remaining)
+        period = self.period()
         if self.dirty:  # a summary is due when the throttle allows it
             period = min(period, self.throttle.wait() + 0.05)
         return await wakeup.wait(period)
@@ -101,10 +98,8 @@ class BatchStream(Stream):
             summary = await self.summary()
             if summary is not None:
                 yield summary
-            notice = await self.notice()
-            if notice is not None:
-                yield notice
-            await self.keep_slot()
+            for event in await self.upkeep():
+                yield event
             rang = await self.rest(wakeup)
 
 

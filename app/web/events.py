@@ -14,10 +14,10 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
@@ -34,13 +34,13 @@ from app.records import INVITE, SIGNIN_MAIL, Invite
 from app.web.common import db_of, error_response, settings_of, templates_of, visitor_id
 from app.web.identity import identify
 from app.web.params import BadParameter, whole_number
+from app.web.sse_response import HEADERS, EventStream
 from app.web.stream_caps import StreamRefused, StreamSlots, lifetime_seconds, take_stream_slots
 
 log = logging.getLogger(__name__)
 
-PING_SECONDS = 15
+PING = ServerSentEvent(comment="ping")
 SEND_TIMEOUT_SECONDS = 10
-SHUTDOWN_GRACE_SECONDS = 1.0
 RECONNECT_MILLISECONDS = 1000
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
@@ -71,24 +71,6 @@ def render_notice(templates: Jinja2Templates, paused: str | None) -> str:
     return templates.get_template("_notice.html").render(paused=paused)
 
 
-class ShutdownBell:
-    """Handed to sse-starlette as the ``shutdown_event`` (it only ever calls ``set``): setting it
-    also rings the stream's doorbell, so a resting stream wakes at once and ends, without a
-    watcher task per stream."""
-
-    def __init__(self) -> None:
-        self.wakeup: Wakeup | None = None
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-        if self.wakeup is not None:
-            self.wakeup.ring()
-
-    def is_set(self) -> bool:
-        return self._set
-
-
 class Stream:
     """The state of one open stream: whose it is, how far it has read, what it last said."""
 
@@ -108,9 +90,11 @@ class Stream:
         self.slot_refreshed = time.monotonic()
         self.paused_check: SendingNotice = request.state.paused
         self.paused: str | None = ""  # "": nothing sent yet
-        # Set by sse-starlette when the server shuts down: the loop ends and the response
-        # completes, instead of being cancelled mid-stream.
-        self.shutdown = ShutdownBell()
+        # The doorbell while subscribed; the client hanging up rings it (``hang_up``), as the
+        # server stopping does (``Hub.end_streams``): the loop ends and the response completes.
+        self.wakeup: Wakeup | None = None
+        self.gone = False
+        self.last_said = time.monotonic()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
         data = render_row(self.templates, invite, event_id, utcnow(), self.settings)
@@ -144,19 +128,48 @@ class Stream:
 
     @property
     def ending(self) -> bool:
-        return self.hub.closed or self.shutdown.is_set() or time.monotonic() >= self.ends_at
+        hub = self.hub
+        return hub.streams_ending or self.gone or time.monotonic() >= self.ends_at
+
+    def hang_up(self) -> None:
+        """The client disconnected (``EventStream``): end at the next look."""
+        self.gone = True
+        if self.wakeup is not None:
+            self.wakeup.ring()
+
+    def period(self) -> float:
+        """How long the stream may rest: until the paused notice is due again, its end, or
+        its next ping, whichever comes first."""
+        now = time.monotonic()
+        return max(
+            0.0,
+            min(
+                self.settings.worker_heartbeat_seconds,
+                self.ends_at - now,
+                self.last_said + self.settings.stream_ping_seconds - now,
+            ),
+        )
 
     async def rest(self, wakeup: Wakeup) -> bool:
-        """Until a wake-up (True: read the database) or the period for the paused notice.
+        """Until a wake-up (True: read the database) or ``period()``.
 
-        Server shutdown rings the same bell (``ShutdownBell``); wake-ups that never arrived are
-        rung by the hub's own periodic check (``app.live.Hub``), not found by every stream.
+        The server stopping and the client hanging up ring the same bell; wake-ups that never
+        arrived are rung by the hub's own periodic check (``app.live.Hub``), not found by every
+        stream.
         """
-        self.shutdown.wakeup = wakeup
         if self.ending:
             return True
-        remaining = max(0.0, self.ends_at - time.monotonic())
-        return await wakeup.wait(min(self.settings.worker_heartbeat_seconds, remaining))
+        return await wakeup.wait(self.period())
+
+    async def upkeep(self) -> list[ServerSentEvent]:
+        """Between reads: the paused notice if it changed, the slot kept, a ping if due."""
+        notice = await self.notice()
+        await self.keep_slot()
+        if notice is not None:
+            return [notice]
+        if time.monotonic() - self.last_said >= self.settings.stream_ping_seconds:
+            return [PING]  # proxies close a connection that says nothing for long
+        return []
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent | bytes]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
@@ -168,10 +181,8 @@ class Stream:
             if rang:
                 for row in await self.changes():
                     yield row
-            notice = await self.notice()
-            if notice is not None:
-                yield notice
-            await self.keep_slot()
+            for event in await self.upkeep():
+                yield event
             rang = await self.rest(wakeup)
 
     async def keep_slot(self) -> None:
@@ -201,7 +212,11 @@ async def stream(request: Request) -> Response:
 
 async def serve(request: Request, live: Stream) -> Response:
     """``live`` as an SSE response: under the stream caps (429/503 when refused), counted while
-    open, its slot given back however it ends. The batch page's stream is served the same way."""
+    open, its slot given back however it ends. The batch page's stream is served the same way.
+
+    A ``HEAD`` (Starlette answers one on every ``GET`` route) gets the headers and no stream."""
+    if request.method == "HEAD":
+        return Response(media_type=EventStream.media_type, headers=HEADERS)
     try:
         slot = await take_stream_slots(request, live.redis, live.sender)
     except StreamRefused as exc:
@@ -212,19 +227,13 @@ async def serve(request: Request, live: Stream) -> Response:
         # Counted inside the generator: exactly while the stream is open (see app.metrics).
         try:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
+                live.wakeup = wakeup
                 async for event in live.events(wakeup):
+                    live.last_said = time.monotonic()
                     yield event
         finally:
             # anyio cancels every await inside a cancelled scope: shield the release.
             with anyio.CancelScope(shield=True):
                 await slot.release()
 
-    return EventSourceResponse(
-        generate(),
-        ping=PING_SECONDS,
-        send_timeout=SEND_TIMEOUT_SECONDS,
-        # sse-starlette only calls ``set()`` on it (sse_starlette/sse.py).
-        shutdown_event=cast(anyio.Event, live.shutdown),
-        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(generate(), on_disconnect=live.hang_up, send_timeout=SEND_TIMEOUT_SECONDS)
