@@ -173,6 +173,20 @@ async def events_since_many(
     return await db.read_sync(_events_since_many, reads, limit)
 
 
+async def warm_live_reads(db: Database) -> None:
+    """Compile every shape of the live feed's read once, before a stream needs it: the first
+    read of a shape compiles its SQL while every stream it answers waits (``_shape``)."""
+    await db.read_sync(_warm_live_reads)
+
+
+def _warm_live_reads(conn: Connection) -> None:
+    size = 1
+    while size <= READS_PER_STATEMENT:
+        _events_since_many(conn, [("", 0)] * size, 1)  # a sender that cannot exist: no rows
+        size *= 2
+    conn.execute(_INVITES_BY_ID, {"ids": [0]}).all()
+
+
 def _events_since_many(
     conn: Connection, reads: Sequence[tuple[str, int]], limit: int
 ) -> list[list[tuple[EventMark, Invite, int]]]:

@@ -16,6 +16,7 @@ rows.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
@@ -27,6 +28,8 @@ from app.db import Database
 from app.live.settle import StreamCursor
 from app.queries import EventMark
 from app.records import Invite
+
+log = logging.getLogger(__name__)
 
 #: The HTML of one row: (invite as it is now, its newest event id, now) → the fragment.
 RenderRow = Callable[[Invite, int, datetime], str]
@@ -68,6 +71,14 @@ class LiveFeed:
         self.limit = limit
         self._waiting: dict[Read, asyncio.Future[Answer]] = {}
         self._task: asyncio.Task[None] | None = None
+
+    async def warm(self) -> None:
+        """Compile the read's SQL before the first streams wait for it (at start-up, in the
+        background): cold, the first read of 20 senders took 61 ms instead of about 2."""
+        try:
+            await queries.warm_live_reads(self.db)
+        except Exception as exc:  # the first reads compile it then
+            log.warning("live feed starts cold", extra={"error": repr(exc)})
 
     async def changes(self, sender_id: str, cursor: StreamCursor) -> list[bytes]:
         """Each of the sender's invites changed since ``cursor``, once, as it is now (as SSE
