@@ -24,7 +24,7 @@ from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.db import Database
-from app.heap import startup_heap_frozen
+from app.heap import collector_tuned_for_serving
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
@@ -145,7 +145,7 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         feed = LiveFeed(db, partial(render_row, templates, settings=settings))
         warming = asyncio.create_task(feed.warm(), name="live-feed-warm")
         try:
-            with startup_heap_frozen():
+            with collector_tuned_for_serving():
                 yield {
                     "settings": settings,
                     "db": db,
