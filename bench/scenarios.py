@@ -287,10 +287,17 @@ async def _warm_up(web: Any, probe: Any, settings: Any, sizes: Sizes) -> int:
     async with web.http() as http:
         request = probe.post_json("/convites", INVITE)
 
-        async def post(number: int) -> None:
-            await http.post(request.path, content=request.body_for(number), headers=request.headers)
+        async def post(number: int) -> int:
+            body = request.body_for(number)
+            return (
+                await http.post(request.path, content=body, headers=request.headers)
+            ).status_code
 
-        await asyncio.gather(*(post(n) for n in range(LIVE_WARM_UP)))
+        refused = [
+            code for code in await asyncio.gather(*map(post, range(LIVE_WARM_UP))) if code != 202
+        ]
+        if refused:
+            raise RuntimeError(f"live warm-up: {len(refused)} invites refused ({refused[0]})")
     wait_until(lambda: _count(settings, LIVE_SENT) >= LIVE_WARM_UP, sizes.timeout)
     return LIVE_WARM_UP
 

@@ -75,3 +75,33 @@ async def test_head_answers_the_headers_and_opens_no_stream(
                 assert head.headers["cache-control"] == "no-store"
             async with browser.stream("GET", EVENTS) as stream:
                 assert stream.status_code == 200
+
+
+async def test_a_stream_whose_request_fails_under_it_ends_and_gives_its_slot_back(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # A GET that goes on sending a body past the limit: reading it fails (BodyLimitMiddleware)
+    # in the task that waits for the hang-up, and nobody is listening to that stream any more.
+    env = process_env(
+        settings, WORKER_HEARTBEAT_SECONDS="60", STREAMS_PER_ADDRESS="1", MAX_BODY_BYTES="1024"
+    )
+    port = free_port()
+    with AppProcess.web(env, tmp_path / "web.log", port):
+        wait_for_port(port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = f"GET {EVENTS} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\n"
+        writer.write(head.encode() + b"\r\n")
+        assert b" 200 " in await asyncio.wait_for(reader.readline(), 5)
+        writer.write(b"800\r\n" + b"x" * 0x800 + b"\r\n")  # 2 KB: over the limit
+        # The response ends (its last chunk) instead of living out the stream's lifetime.
+        received = b""
+        while not received.endswith(b"0\r\n\r\n"):
+            chunk = await asyncio.wait_for(reader.read(4096), 5)
+            assert chunk, "the connection closed before the response completed"
+            received += chunk
+        writer.close()
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as browser,
+            browser.stream("GET", EVENTS) as again,
+        ):
+            assert again.status_code == 200  # the address's one slot was given back

@@ -19,6 +19,7 @@ For ``GET`` only: a ``HEAD`` must not open a stream (``app.web.events.serve`` an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 
@@ -66,21 +67,28 @@ class EventStream(Response):
                     async with asyncio.timeout(self.send_timeout):
                         await send(message)
                 except TimeoutError:
-                    # The connection is cut (the server closes it): the client resumes with
+                    # The connection is cut (uvicorn logs "ASGI callable returned without
+                    # completing response" and closes it): the client resumes with
                     # Last-Event-ID when it reads again.
                     log.warning("live stream let go: the client stopped reading")
                     return
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            with contextlib.suppress(TimeoutError):  # the stream is over either way
+                async with asyncio.timeout(self.send_timeout):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             listener.cancel()
             await _close(self.body_iterator)
 
     async def _listen(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.on_disconnect()
-                return
+        """Until the client hangs up, or ``receive`` fails (a body over the limit on this GET,
+        ``BodyLimitMiddleware``): either way nobody is listening any more, so the stream ends
+        and gives its slots back instead of living out its lifetime."""
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception as exc:
+            log.warning("live stream ended: its request failed", extra={"error": repr(exc)})
+        self.on_disconnect()
 
 
 async def _close(body: AsyncIterator[Chunk]) -> None:
