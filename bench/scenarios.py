@@ -281,9 +281,10 @@ LIVE_WARM_UP = 50
 
 
 async def _warm_up(web: Any, probe: Any, settings: Any, sizes: Sizes) -> int:
-    """Send ``LIVE_WARM_UP`` invites through the fresh web and worker, as the e2e scenario warms
-    up before it measures: a new process's first group commits compile their statements (the
-    first 18 rows of the burst waited 200 ms for that), which is start-up, not the live path."""
+    """Send ``LIVE_WARM_UP`` invites (fewer in a run with fewer streams) through the fresh web
+    and worker, as the e2e scenario warms up before it measures: a new process's first group
+    commits compile their statements (the first 18 rows of the burst waited 200 ms for that),
+    which is start-up, not the live path."""
     async with web.http() as http:
         request = probe.post_json("/convites", INVITE)
 
@@ -293,13 +294,12 @@ async def _warm_up(web: Any, probe: Any, settings: Any, sizes: Sizes) -> int:
                 await http.post(request.path, content=body, headers=request.headers)
             ).status_code
 
-        refused = [
-            code for code in await asyncio.gather(*map(post, range(LIVE_WARM_UP))) if code != 202
-        ]
+        count = min(LIVE_WARM_UP, sizes.live_streams)
+        refused = [code for code in await asyncio.gather(*map(post, range(count))) if code != 202]
         if refused:
             raise RuntimeError(f"live warm-up: {len(refused)} invites refused ({refused[0]})")
-    wait_until(lambda: _count(settings, LIVE_SENT) >= LIVE_WARM_UP, sizes.timeout)
-    return LIVE_WARM_UP
+    wait_until(lambda: _count(settings, LIVE_SENT) >= count, sizes.timeout)
+    return count
 
 
 LIVE_SENT = "status = 'enviado' AND kind = 'convite'"  # not the senders' sign-in mails
