@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import ServerSentEvent
 from starlette.responses import Response
@@ -46,14 +46,13 @@ class EventStream(Response):
         *,
         on_disconnect: Callable[[], None],
         send_timeout: float,
-        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.body_iterator = body
         self.on_disconnect = on_disconnect
         self.send_timeout = send_timeout
         self.status_code = 200
         self.background = None
-        self.init_headers({**HEADERS, **(headers or {})})
+        self.init_headers(HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = {"type": "http.response.start", "status": self.status_code}
