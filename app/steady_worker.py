@@ -4,7 +4,8 @@ arq's own loop ends at the first ``ConnectionError`` from its poll, so a Redis r
 happens in every real deployment) stops a plain ``arq app.worker.WorkerSettings`` for good. This
 worker instead:
 
-- waits for Redis at start-up, however long it takes;
+- waits for Redis at start-up, however long it takes, also when Redis goes away again in the
+  middle of starting;
 - when Redis goes away, stops polling, logs once (``redis unavailable``), pings with a
   growing delay (``FIRST_DELAY_SECONDS`` doubling up to ``MAX_DELAY_SECONDS``), logs once more
   when it is back (``redis available again``, with the outage's length), and resumes polling,
@@ -101,6 +102,16 @@ class SteadyWorker(Worker):
         self.redis_settings = dataclasses.replace(
             self.redis_settings or RedisSettings(), conn_retries=0
         )
+        # Until the app's start-up begins, an outage (between the connection and arq's INFO) is
+        # waited out and the start tried again; from then on the poll handles outages.
+        self.starting_app = False
+        self._app_startup = self.on_startup
+        self.on_startup = self._start_app
+
+    async def _start_app(self, ctx: dict[str, Any]) -> None:
+        self.starting_app = True
+        if self._app_startup is not None:
+            await self._app_startup(ctx)
 
     async def _connect(self) -> Any:
         return await create_pool(
@@ -112,6 +123,20 @@ class SteadyWorker(Worker):
         )
 
     async def main(self) -> None:
+        while True:
+            await self._connect_patiently()
+            try:
+                await super().main()
+                return
+            except OUTAGE_ERRORS as exc:
+                if self.starting_app:
+                    raise
+                self.outage.lost(exc)
+                if self._pool is not None:
+                    await self._pool.aclose()
+                    self._pool = None
+
+    async def _connect_patiently(self) -> None:
         delay = FIRST_DELAY_SECONDS
         while self._pool is None:
             try:
@@ -121,7 +146,6 @@ class SteadyWorker(Worker):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
         self.outage.back()
-        await super().main()
 
     def handle_sig_wait_for_completion(self, signum: Any) -> None:
         self.stopping = True  # from now on, never pick jobs again (even after a resume)

@@ -215,9 +215,10 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
     return vars(done)
 
 
-async def _heartbeat_forever(ctx: dict[str, Any]) -> None:
+async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
+    """Beat every interval; ``failing``: the last beat failed (logged once per outage, not once
+    per beat)."""
     interval = ctx["settings"].worker_heartbeat_seconds
-    failing = False  # log once per outage, not once per beat
     while True:
         try:
             await beat(ctx["redis"], ctx["worker_id"])
@@ -242,8 +243,16 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
     ctx["pause"] = PauseFlag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-    await beat(ctx["redis"], ctx["worker_id"])
-    ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx))
+    failing = False
+    try:
+        await beat(ctx["redis"], ctx["worker_id"])
+    except Exception:
+        # Redis went away since arq connected: the loop below beats again every interval, and
+        # the steady worker's poll waits the outage out (app.steady_worker). Starting up is not
+        # the moment to give up (a chaos run saw a worker exit 1 here).
+        log.exception("heartbeat failed; retrying every interval")
+        failing = True
+    ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx, failing))
     log.info("worker started", extra={"worker_id": ctx["worker_id"]})
 
 

@@ -4,9 +4,11 @@ and sends what was accepted meanwhile once Redis is back (restarted without pers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -16,7 +18,7 @@ from app.db import Database
 from app.heartbeat import live_workers
 from app.status import Status
 from app.steady_worker import SteadyWorker
-from app.worker import worker_options
+from app.worker import shutdown, startup, worker_options
 from tests.fixtures import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp
@@ -142,3 +144,69 @@ async def test_stopping_just_as_a_job_started_exits_cleanly(settings: Settings) 
     await worker.close()  # must not raise
 
     assert started.cancelled() and worker.tasks == {}
+
+
+async def _heartbeat_of(redis_url: str, worker_id: str, timeout: float) -> None:
+    redis = Redis.from_url(redis_url)
+    try:
+        await wait_until(
+            lambda: _beats(redis, worker_id), timeout, f"a heartbeat of {worker_id} in Redis"
+        )
+    finally:
+        await redis.aclose()
+
+
+async def _beats(redis: Redis, worker_id: str) -> bool:
+    return worker_id in await live_workers(redis, 1)
+
+
+async def test_the_first_heartbeat_failing_does_not_end_the_start_up(
+    own_redis: RedisServer, outage_settings: Settings
+) -> None:
+    """Redis gone between arq's connection and the app's start-up: the start-up goes on (a chaos
+    run saw a worker exit 1 here) and the heartbeat comes once Redis is back."""
+    ctx: dict[str, object] = {"settings": outage_settings, "redis": Redis.from_url(own_redis.url)}
+    own_redis.stop()
+    try:
+        await startup(ctx)  # must not raise
+        own_redis.start()
+        await _heartbeat_of(own_redis.url, str(ctx["worker_id"]), 20)
+    finally:
+        await shutdown(ctx)
+        await ctx["redis"].aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_worker_that_loses_redis_while_starting_waits_and_then_sends(
+    own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
+) -> None:
+    """Redis goes away right after the worker connected (arq's INFO, before the app's start-up):
+    the worker waits it out as any outage, then starts and sends."""
+    settings = outage_settings
+
+    class LosesRedisOnceConnected(SteadyWorker):
+        async def _connect(self) -> Any:
+            pool = await super()._connect()
+            if self.outage.outages == 0:
+                own_redis.stop()
+                asyncio.get_running_loop().call_later(
+                    1.0, lambda: asyncio.ensure_future(asyncio.to_thread(own_redis.start))
+                )
+            return pool
+
+    worker = LosesRedisOnceConnected(**worker_options(settings), handle_signals=False)
+    running = asyncio.create_task(worker.main())
+    db = Database(settings.database_url)
+    try:
+        await wait_until(lambda: "worker_id" in worker.ctx or running.done(), 30, "the start-up")
+        assert not running.done(), running.exception()
+        assert worker.outage.outages == 1
+        await _heartbeat_of(own_redis.url, str(worker.ctx["worker_id"]), 20)
+        async with client_for(settings, smtp=smtp) as browser:
+            created = await post_invite(browser, "depois@exemplo.com")
+            await wait_for_status(db, created["id"], Status.ENVIADO, timeout=30)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await worker.close()
+        await db.dispose()
