@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,10 +38,43 @@ CHROMIUM_ARGS = [
 ]
 
 
+#: The ports each pass of ``make test`` hands out (``TEST_PORTS=low-high`` overrides). Both
+#: passes run at once, so each has a block of its own, and both blocks lie below Linux's
+#: ephemeral range (32768-60999), from which every outgoing connection takes its local port: a
+#: port handed out here stays free until the server it is meant for binds it, not taken
+#: meanwhile by a client's connection or by the other pass.
+PORT_BLOCKS = {"sqlite": (20000, 25999), "postgresql": (26000, 31999)}
+
+
+def _port_block() -> range:
+    spec = os.environ.get("TEST_PORTS")
+    if spec:
+        low, high = (int(part) for part in spec.split("-"))
+    else:
+        low, high = PORT_BLOCKS.get(os.environ.get("TEST_DATABASE", "sqlite"), (20000, 25999))
+    return range(low, high + 1)
+
+
+_BLOCK = _port_block()
+_next_port = itertools.cycle(
+    itertools.chain(_BLOCK[(start := random.randrange(len(_BLOCK))) :], _BLOCK[:start])
+)
+_ports_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on, from this pass's block; each is handed out once per lap of
+    the block, so a test never gets a port an earlier test's server may still hold."""
+    with _ports_lock:
+        for _ in range(len(_BLOCK)):
+            port = next(_next_port)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError(f"no free port in {_BLOCK.start}-{_BLOCK.stop - 1}")
 
 
 def wait_for_port(port: int, timeout: float = 15.0) -> None:
