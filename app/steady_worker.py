@@ -123,29 +123,29 @@ class SteadyWorker(Worker):
         )
 
     async def main(self) -> None:
+        delay = FIRST_DELAY_SECONDS
         while True:
-            await self._connect_patiently()
+            while self._pool is None:
+                try:
+                    self._pool = await self._connect()
+                except OUTAGE_ERRORS as exc:
+                    self.outage.lost(exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, MAX_DELAY_SECONDS)
+            self.outage.back()
             try:
                 await super().main()
                 return
             except OUTAGE_ERRORS as exc:
                 if self.starting_app:
                     raise
+                # Lost again before the app's start-up (arq's INFO): wait as for any outage,
+                # the delay still growing if Redis keeps coming and going.
                 self.outage.lost(exc)
-                if self._pool is not None:
-                    await self._pool.aclose()
-                    self._pool = None
-
-    async def _connect_patiently(self) -> None:
-        delay = FIRST_DELAY_SECONDS
-        while self._pool is None:
-            try:
-                self._pool = await self._connect()
-            except OUTAGE_ERRORS as exc:
-                self.outage.lost(exc)
+                await self._pool.aclose()
+                self._pool = None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_SECONDS)
-        self.outage.back()
 
     def handle_sig_wait_for_completion(self, signum: Any) -> None:
         self.stopping = True  # from now on, never pick jobs again (even after a resume)

@@ -45,6 +45,7 @@ from app.queue import (
 )
 from app.records import SIGNIN_MAIL, Change, Invite
 from app.status import Status
+from app.steady_worker import OUTAGE_ERRORS
 from app.sweep import LEASE_EXPIRED_REASON
 from app.sweep import reconcile as sweep
 
@@ -246,7 +247,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     failing = False
     try:
         await beat(ctx["redis"], ctx["worker_id"])
-    except Exception:
+    except OUTAGE_ERRORS:
         # Redis went away since arq connected: the loop below beats again every interval, and
         # the steady worker's poll waits the outage out (app.steady_worker). Starting up is not
         # the moment to give up (a chaos run saw a worker exit 1 here).
