@@ -52,6 +52,14 @@ def _port_block() -> range:
         low, high = (int(part) for part in spec.split("-"))
     else:
         low, high = PORT_BLOCKS.get(os.environ.get("TEST_DATABASE", "sqlite"), (20000, 25999))
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if ephemeral.exists():
+        first, last = (int(part) for part in ephemeral.read_text().split())
+        if low <= last and first <= high:
+            raise RuntimeError(
+                f"the test ports {low}-{high} overlap this machine's ephemeral ports "
+                f"{first}-{last}: set TEST_PORTS=low-high outside them"
+            )
     return range(low, high + 1)
 
 
