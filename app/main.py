@@ -10,6 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.bccache
 from arq.connections import ArqRedis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -79,8 +81,29 @@ ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
 
 
+class CompiledOnce(jinja2.BytecodeCache):
+    """Each template compiled once per process, however many apps the process builds (a test
+    run builds hundreds; each compiled every template again). Jinja checks each entry against
+    its template's source, so an edited template is compiled anew."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self._code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED_TEMPLATES = CompiledOnce()
+
+
 def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
+    templates.env.bytecode_cache = COMPILED_TEMPLATES
     templates.env.globals.update(
         describe=describe,
         describe_signin=describe_signin,
@@ -123,7 +146,7 @@ async def _bounded(step: Awaitable[Any], what: str) -> None:
         log.warning("shutdown step failed", extra={"step": what, "error": repr(exc)})
 
 
-def _lifespan(settings: Settings, static: StaticAssets) -> Any:
+def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = Database(settings.database_url)
@@ -143,7 +166,9 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
         announcer = Announcer(redis, ring_here=hub.ring)
         templates = build_templates(static)
         feed = LiveFeed(db, partial(render_row, templates, settings=settings))
-        warming = asyncio.create_task(feed.warm(), name="live-feed-warm")
+        # A server's first burst needs the live read's SQL compiled; an app built for one test
+        # (``tests.fixtures.running_app``) does not, and the compiling was a sixth of its CPU.
+        warming = asyncio.create_task(feed.warm(), name="live-feed-warm") if warm_up else None
         try:
             with collector_tuned_for_serving():
                 yield {
@@ -168,7 +193,8 @@ def _lifespan(settings: Settings, static: StaticAssets) -> Any:
             # (or a test) in its shutdown for ever.
             monitor.cancel()
             exit_watch.cancel()
-            warming.cancel()
+            if warming is not None:
+                warming.cancel()
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
@@ -218,8 +244,9 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
-    """The whole web app, configured by ``settings`` (default: the environment)."""
+def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Starlette:
+    """The whole web app, configured by ``settings`` (default: the environment); ``warm_up``:
+    compile the live read's SQL in the background at start-up (``LiveFeed.warm``)."""
     settings = settings or load_settings()
     static = StaticAssets(ROOT / "static")
     routes = [
@@ -271,7 +298,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=middleware,
-        lifespan=_lifespan(settings, static),
+        lifespan=_lifespan(settings, static, warm_up),
         exception_handlers={
             HTTPException: _http_error,
             ClientDisconnect: _client_gone,

@@ -190,8 +190,10 @@ async def db(settings: Settings) -> AsyncIterator[Database]:
 
 @asynccontextmanager
 async def running_app(settings: Settings) -> AsyncIterator[Any]:
-    """The ASGI app with its lifespan entered, as uvicorn would run it."""
-    app = create_app(settings)
+    """The ASGI app with its lifespan entered, as uvicorn would run it; without the start-up
+    warm-up of the live read (a server's first burst needs it, one test does not:
+    ``tests/test_live_feed.py`` tests it; the real processes the tests start do warm up)."""
+    app = create_app(settings, warm_up=False)
     async with app.router.lifespan_context(app) as state:
 
         async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
