@@ -51,8 +51,8 @@ test: system-deps-tests setup lint  ## every check and test (CI)
 test-sqlite: setup  ## the whole suite on SQLite (the default database), browser tests included
 	$(PASS_LIMIT) $(PY) -m pytest
 
-# The browser tests (e2e/) run in the SQLite pass only: they check what a person sees and hears,
-# which no database changes; every database behaviour is in tests/, which runs on both.
+# The browser tests (e2e/) run in the SQLite pass only: they check what a person sees and hears;
+# the database behaviour under them has its own tests in tests/, which both passes run.
 test-postgresql: setup  ## tests/ again on a private PostgreSQL
 	TEST_DATABASE=postgresql $(PASS_LIMIT) $(PY) -m pytest tests
 
