@@ -33,6 +33,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
+from app.job_claims import Finish, Finishes, claim_many
+
 log = logging.getLogger("app.worker")
 
 #: What "Redis is not there" looks like from redis-py and the socket below it. redis-py turns a
@@ -105,6 +107,7 @@ class SteadyWorker(Worker):
         # Until the app's start-up begins, an outage (between the connection and arq's INFO) is
         # waited out and the start tried again; from then on the poll handles outages.
         self.starting_app = False
+        self._finishes = Finishes(lambda: self.pool, self.queue_name)
         self._app_startup = self.on_startup
         self.on_startup = self._start_app
 
@@ -183,16 +186,56 @@ class SteadyWorker(Worker):
                     log.warning("job ended with an error", extra={"error": repr(task.exception())})
 
     async def start_jobs(self, job_ids: Sequence[bytes]) -> None:
-        # arq counts a job (and takes a semaphore slot) before its first Redis call for it; if
-        # that call fails, give both back, or every outage would leak one of max_jobs.
+        """Start this poll's jobs with one claim for all of them (``app.job_claims``), where
+        arq's own ``start_jobs`` takes four round trips for each."""
+        chosen: list[str] = []
         for job_id in job_ids:
-            counted, task = self.job_counter, self.tasks.get(job_id.decode())
-            try:
-                await super().start_jobs([job_id])
-            except OUTAGE_ERRORS:
-                if self.job_counter > counted and self.tasks.get(job_id.decode()) is task:
-                    self._release_sem_dec_counter_on_complete()
-                raise
+            if self.job_counter >= self.max_jobs:
+                break
+            await self.sem.acquire()  # free: arq's semaphore has a slot more than max_jobs
+            self.job_counter += 1
+            chosen.append(job_id.decode())
+        if not chosen:
+            return
+        try:
+            scores = await claim_many(
+                self.pool, self.queue_name, chosen, int(self.in_progress_timeout_s * 1000)
+            )
+        except BaseException:
+            # Counted before the call: give every slot back, or each outage would leak them.
+            for _ in chosen:
+                self._release_sem_dec_counter_on_complete()
+            raise
+        for claimed, score in zip(chosen, scores, strict=True):
+            if score is None:  # running elsewhere, done, or deferred again: as arq skips it
+                self._release_sem_dec_counter_on_complete()
+                continue
+            task = self.loop.create_task(self.run_job(claimed, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[claimed] = task
+
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
+        """arq's ``finish_job``, in one ``MULTI`` with the other jobs finishing meanwhile."""
+        await self._finishes.finish(
+            Finish(
+                job_id,
+                finish,
+                result_data,
+                result_timeout_s,
+                keep_result_forever,
+                incr_score,
+                keep_in_progress,
+            )
+        )
 
     async def close(self) -> None:
         # arq's close() gathers every job task and lets a CancelledError out: a job started in

@@ -35,6 +35,7 @@ from app.config import Settings, SmtpSettings, load_settings
 from app.db import Database
 from app.main import create_app
 from app.migrate import upgrade
+from app.steady_worker import SteadyWorker
 from app.worker import worker_options
 from tests.helpers import client_for
 from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
@@ -234,11 +235,14 @@ def other_client(settings: Settings, smtp: ScriptedSmtp) -> Any:
     return lambda: app_client(settings, smtp, f"outra{next(count)}@exemplo.com")
 
 
-async def drain(settings: Settings, **overrides: Any) -> Worker:
-    """Run an in-process arq worker until the queue is empty (arq's own testing pattern)."""
+async def drain(
+    settings: Settings, worker_class: type[Worker] = SteadyWorker, **overrides: Any
+) -> Worker:
+    """Run an in-process worker until the queue is empty (arq's own testing pattern); by default
+    of the class ``python -m app worker`` runs."""
     options = worker_options(settings)
     options.update(overrides)
-    worker = Worker(burst=True, handle_signals=False, **options)
+    worker = worker_class(burst=True, handle_signals=False, **options)
     try:
         await asyncio.wait_for(worker.async_run(), 30)
     finally:
