@@ -74,7 +74,7 @@ def accept_section(data: dict[str, Any]) -> list[str]:
     for name in ("accept JSON", "accept form"):
         rps, p99 = _median(runs[name], "rps"), _median(runs[name], "p99_ms")
         client_bound = _median(runs[name], "client_cpu") > 0.9
-        met = rps >= 3000 and p99 < 50 and rps / plain >= 0.35
+        met = rps / plain >= 0.50  # issue #13's target (the paced p99 is section 8)
         why = (
             "wrk used a whole core: the client, not the app, is the limit"
             if client_bound
@@ -83,8 +83,8 @@ def accept_section(data: dict[str, Any]) -> list[str]:
         lines.append(
             _verdict(
                 met,
-                f"{name}: {_f(rps)}/s (goal ≥ 3,000), p99 {_f(p99, 1)} ms (goal < 50), "
-                f"{rps / plain:.0%} of the plain sqlite3 INSERT (goal ≥ 35%)",
+                f"{name}: {_f(rps)}/s, p99 {_f(p99, 1)} ms, "
+                f"{rps / plain:.0%} of the plain sqlite3 INSERT (issue #13: ≥ 50%)",
                 why,
             )
         )
@@ -120,9 +120,8 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
         "",
         *e2e_table(data),
         _verdict(
-            burst["rate"] >= 1000 and ratio >= 0.45 and burst["complete"],
-            f"send: {_f(burst['rate'])} invites/s (goal ≥ 1,000), {ratio:.0%} of arq no-op "
-            "(goal ≥ 45%)",
+            ratio >= 0.45 and burst["complete"],
+            f"send: {_f(burst['rate'])} invites/s, {ratio:.0%} of arq no-op (issue #13: ≥ 45%)",
             "every invite costs two durable SQLite transactions (claim, verdict) and an SMTP "
             "exchange on top of arq's own per-job Redis round trips; see the README"
             + ("" if burst["complete"] else "; the run timed out before every invite was sent"),
