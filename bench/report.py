@@ -196,7 +196,15 @@ def live_section(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def backlog_section(data: dict[str, Any]) -> list[str]:
+def _drain_vs_noop(data: dict[str, Any], e2e: dict[str, Any] | None) -> list[str]:
+    """The worker alone (no web accepting beside it), against section 2's arq no-op jobs."""
+    noop = (e2e or {}).get("noop", {}).get("rate", 0.0)
+    if not noop:
+        return []
+    return [f"| drain rate × arq no-op jobs (section 2, same run) | {data['rate'] / noop:.2f} |"]
+
+
+def backlog_section(data: dict[str, Any], e2e: dict[str, Any] | None = None) -> list[str]:
     page = data["page"]
     correct = not page["problems"] and data["waiting_all_sent"]
     return [
@@ -206,6 +214,7 @@ def backlog_section(data: dict[str, Any]) -> list[str]:
         "|---|---|",
         f"| backlog drained | {data['sent']:,} of {data['invites']:,} |",
         f"| drain rate | {_f(data['rate'])} invites/s |",
+        *_drain_vs_noop(data, e2e),
         f"| worker CPU meanwhile (share of one core) | {data.get('worker_cpu', 0):.0%} |",
         f"| waiting sender's page during the drain: GET p50 / p99 / max | {_f(page['p50_ms'], 1)}"
         f" / {_f(page['p99_ms'], 1)} / {_f(page['max_ms'], 1)} ms ({page['gets']} GETs) |",
@@ -275,7 +284,7 @@ def write(
         "accept": accept_section,
         "e2e": e2e_section,
         "live": live_section,
-        "backlog": backlog_section,
+        "backlog": lambda data: backlog_section(data, results.get("e2e")),
         "batch": batch_section,
         "naive": lambda _data: baselines.section(results),
         "workers": scaling.section,
