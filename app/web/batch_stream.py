@@ -8,8 +8,6 @@ the batch's counters and the one sentence to say, computed from the database, at
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,10 +15,9 @@ from starlette.responses import Response
 from app import queries
 from app.batches import progress, store
 from app.batches.store import Batch
-from app.live.hub import Wakeup
 from app.records import INVITE, Invite
 from app.web.common import db_of, error_response
-from app.web.events import RECONNECT_MILLISECONDS, Stream, cursor_from, serve
+from app.web.events import Stream, cursor_from, serve
 from app.web.identity import identify
 from app.web.params import BadParameter
 
@@ -75,32 +72,18 @@ class BatchStream(Stream):
         html = template.render(batch=self.batch, summary=summary, settings=self.settings)
         return ServerSentEvent(data=html, event="lote")
 
-    async def rest(self, wakeup: Wakeup) -> bool:
-        if self.ending:
-            return True
-        period = self.period()
+    def period(self) -> float:
+        period = super().period()
         if self.dirty:  # a summary is due when the throttle allows it
             period = min(period, self.throttle.wait() + 0.05)
-        return await wakeup.wait(period)
+        return period
 
-    async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent | bytes]:
-        yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
-        if self.cursor.position is None:
-            for event in await self.snapshot():
-                yield event
-        rang = True
-        while not self.ending:
-            if rang:
-                rows = await self.changes()
-                self.dirty = self.dirty or bool(rows)
-                for row in rows:
-                    yield row
-            summary = await self.summary()
-            if summary is not None:
-                yield summary
-            for event in await self.upkeep():
-                yield event
-            rang = await self.rest(wakeup)
+    def saw(self, rows: list[bytes]) -> None:
+        self.dirty = self.dirty or bool(rows)
+
+    async def between(self) -> list[ServerSentEvent]:
+        summary = await self.summary()
+        return [*([] if summary is None else [summary]), *await self.upkeep()]
 
 
 async def stream(request: Request) -> Response:

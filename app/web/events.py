@@ -161,6 +161,13 @@ class Stream:
             return True
         return await wakeup.wait(self.period())
 
+    def saw(self, rows: list[bytes]) -> None:
+        """Rows were just sent (the batch page's stream keeps note, for its summary)."""
+
+    async def between(self) -> list[ServerSentEvent]:
+        """What a stream says between reads (``upkeep``; the batch page's adds its summary)."""
+        return await self.upkeep()
+
     async def upkeep(self) -> list[ServerSentEvent]:
         """Between reads: the paused notice if it changed, the slot kept, a ping if due."""
         notice = await self.notice()
@@ -179,9 +186,11 @@ class Stream:
         rang = True
         while not self.ending:
             if rang:
-                for row in await self.changes():
+                rows = await self.changes()
+                self.saw(rows)
+                for row in rows:
                     yield row
-            for event in await self.upkeep():
+            for event in await self.between():
                 yield event
             rang = await self.rest(wakeup)
 
