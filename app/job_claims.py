@@ -120,6 +120,3 @@ class Finishes:
                 _queue_finish(tr, self._queue, job)
             await tr.execute()
         return [None] * len(jobs)
-
-    async def close(self) -> None:
-        await self._batcher.close()

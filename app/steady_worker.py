@@ -107,9 +107,10 @@ class SteadyWorker(Worker):
         # Until the app's start-up begins, an outage (between the connection and arq's INFO) is
         # waited out and the start tried again; from then on the poll handles outages.
         self.starting_app = False
-        self._finishes = Finishes(lambda: self.pool, self.queue_name)
         self._app_startup = self.on_startup
         self.on_startup = self._start_app
+        # Jobs finishing together end in one MULTI (each awaits its own: nothing to close).
+        self._finishes = Finishes(lambda: self.pool, self.queue_name)
 
     async def _start_app(self, ctx: dict[str, Any]) -> None:
         self.starting_app = True

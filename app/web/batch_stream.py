@@ -83,7 +83,8 @@ class BatchStream(Stream):
 
     async def between(self) -> list[ServerSentEvent]:
         summary = await self.summary()
-        return [*([] if summary is None else [summary]), *await self.upkeep()]
+        upkeep = await self.upkeep()
+        return upkeep if summary is None else [summary, *upkeep]
 
 
 async def stream(request: Request) -> Response:
