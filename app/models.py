@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    ColumnElement,
     DateTime,
     Dialect,
     ForeignKey,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    literal_column,
 )
 
 metadata = MetaData()
@@ -105,6 +107,21 @@ invites = Table(
     Index("ix_invites_email_created_at", "email", "created_at"),
     Index("ix_invites_batch_id", "batch_id", "id"),
 )
+
+
+def status_unindexed() -> ColumnElement[Any]:
+    """``invites.status`` as an expression no index serves (``status || ''``), for statements
+    that find their rows by key and only check the status.
+
+    SQLite keeps no statistics here, so its planner takes ``status = ?`` (an equality on
+    ``ix_invites_status_next_attempt``) over a key ``IN`` list, then reads every row of that
+    status for each statement: every ``pendente`` row of a 10,000 backlog for each batch of
+    claims, every invite on its way for each batch of accepts. Measured: 626 µs per invite for
+    a claim and its verdict in a 10,000 backlog with the status index, 544 µs with the key's.
+    PostgreSQL's planner, which has statistics, picks the key's index either way.
+    """
+    return invites.c.status.op("||")(literal_column("''"))
+
 
 invite_events = Table(
     "invite_events",
