@@ -20,7 +20,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from app.clock import utcnow
 from app.db import Database
-from app.models import invite_links, invites, status_unindexed
+from app.models import invite_links, invites, unindexed
 from app.records import Invite, record_from
 from app.sessions import token_hash
 from app.status import ANSWERABLE, Status
@@ -106,7 +106,7 @@ def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]
         select(invites.c.id, invites.c.attempt)
         .where(
             invites.c.id.in_([invite.id for invite in attempts]),
-            status_unindexed() == Status.ENVIANDO.value,
+            unindexed(invites.c.status) == Status.ENVIANDO.value,
         )
         .with_for_update()
     )

@@ -62,19 +62,22 @@ async def overdue_pending(
     The sweep asks Redis whether that job is still alive (``None``: no job was ever published).
     Rows whose newest outbox entry is still unpublished are left to the relay.
     """
+    # Each row's newest outbox entry, looked up on ix_outbox_invite_id (not a GROUP BY of the
+    # whole outbox, every sweep: it only grows).
+    entries = outbox.alias("entries")
     latest = (
-        select(outbox.c.invite_id, func.max(outbox.c.id).label("outbox_id"))
-        .group_by(outbox.c.invite_id)
-        .subquery()
+        select(func.max(entries.c.id))
+        .where(entries.c.invite_id == invites.c.id)
+        .correlate(invites)
+        .scalar_subquery()
     )
     query = (
         select(invites, outbox.c.job_id)
-        .join(latest, latest.c.invite_id == invites.c.id, isouter=True)
-        .join(outbox, outbox.c.id == latest.c.outbox_id, isouter=True)
+        .select_from(invites.outerjoin(outbox, outbox.c.id == latest))
         .where(
             invites.c.status == Status.PENDENTE.value,
             invites.c.next_attempt_at < due_before,
-            or_(latest.c.outbox_id.is_(None), outbox.c.published_at.is_not(None)),
+            or_(outbox.c.id.is_(None), outbox.c.published_at.is_not(None)),
         )
         .order_by(invites.c.id)
         .limit(limit)

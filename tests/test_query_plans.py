@@ -1,28 +1,60 @@
-"""The hot statements find their rows by key, not by status.
+"""The hot and the periodic statements read what they ask for, not a whole table or index.
 
 SQLite keeps no statistics here, and its planner then prefers ``status = ?`` (an equality on
 ``ix_invites_status_next_attempt``) to a key ``IN`` list: every accept batch read every invite
-on its way, every claim batch every ``pendente`` row of the backlog (O(backlog) per batch). These
-tests run the hot paths on a real SQLite file and ask SQLite for the plan of each statement they
-sent (``EXPLAIN QUERY PLAN``, with the statement's own parameters).
+on its way, every claim batch every ``pendente`` row of the backlog (O(backlog) per batch). The
+live hub's check read all of ``ix_invite_events_sender_id`` every second for the order of its
+GROUP BY, and the sweep grouped the whole outbox every two seconds. These tests run those paths
+on a real SQLite file and ask SQLite for the plan of each statement they sent
+(``EXPLAIN QUERY PLAN``, with the statement's own parameters). ``app.models.unindexed``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import event
 
+from app import queries, sweep
+from app.clock import utcnow
 from app.db import Database
 from app.transitions import claim_with_link, create_invite, mark_sent
 
 INVITES = 30
+Sent = list[tuple[str, Any]]
 
 
-def _plans(db: Database, statements: list[tuple[str, Any]]) -> dict[str, list[str]]:
+@contextmanager
+def statements_of(db: Database) -> Iterator[Sent]:
+    """Every statement that reads rows (SELECT, UPDATE, DELETE) ``db`` sends while inside, with
+    its parameters (the first row's, for many)."""
+    if not db.is_sqlite or db.write_lane is None or db.read_lane is None:
+        pytest.skip("PostgreSQL's planner has statistics; these plans are SQLite's")
+    sent: Sent = []
+
+    def capture(
+        _conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool
+    ) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
+            sent.append((statement, params[0] if many else params))
+
+    engines = [db.write_lane.engine, db.read_lane.engine, db.reader.sync_engine]
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", capture)
+    try:
+        yield sent
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", capture)
+
+
+def plans(db: Database, sent: Sent) -> dict[str, list[str]]:
     assert db.url.database
     explain = sqlite3.connect(db.url.database)
     try:
@@ -30,47 +62,60 @@ def _plans(db: Database, statements: list[tuple[str, Any]]) -> dict[str, list[st
             statement: [
                 row[3] for row in explain.execute(f"EXPLAIN QUERY PLAN {statement}", params)
             ]
-            for statement, params in statements
+            for statement, params in sent
         }
     finally:
         explain.close()
 
 
-def _by_status_or_scan(plan: list[str]) -> list[str]:
+def whole_reads(statement: str, plan: list[str]) -> list[str]:
+    """Steps that read a whole table or index; for a statement with a key ``IN`` list, also a
+    search by status (which reads every row of that status)."""
+    tables = ("invites", "invite_events", "outbox", "invite_links")
     return [
         step
         for step in plan
-        if "ix_invites_status_next_attempt" in step or step.startswith("SCAN invites")
+        if step.split(" USING")[0] in {f"SCAN {t}" for t in tables}
+        or (" IN (" in statement and "ix_invites_status_next_attempt" in step)
     ]
 
 
-async def test_accepts_claims_and_verdicts_search_invites_by_key(db: Database) -> None:
-    if not db.is_sqlite or db.write_lane is None:
-        pytest.skip("PostgreSQL's planner has statistics; this is SQLite's")
-    sent: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if "invites" in statement.split("WHERE")[0] and " IN " in statement:
-            sent.append((statement, params))
-
-    event.listen(db.write_lane.engine, "before_cursor_execute", capture)
-    created = await asyncio.gather(
-        *(
-            create_invite(
-                db, sender_id="s", email=f"p{n}@exemplo.com", name=None, correlation_id=f"c{n}"
-            )
-            for n in range(INVITES)
-        )
-    )
-    claimed = await asyncio.gather(
-        *(claim_with_link(db, c.invite.public_id, 1, 60) for c in created)  # type: ignore[union-attr]
-    )
-    await asyncio.gather(*(mark_sent(db, c.change.invite) for c in claimed if c is not None))
-
-    plans = _plans(db, sent)
-    assert any(s.startswith("SELECT") for s in plans), "the accept's duplicate check ran"
-    assert sum(s.startswith("UPDATE invites") for s in plans) >= 2, "claim and verdict ran"
-    wrong = {
-        s[:90]: _by_status_or_scan(plan) for s, plan in plans.items() if _by_status_or_scan(plan)
-    }
+def assert_no_whole_reads(db: Database, sent: Sent) -> dict[str, list[str]]:
+    seen = plans(db, sent)
+    wrong = {s[:100]: whole_reads(s, plan) for s, plan in seen.items() if whole_reads(s, plan)}
     assert not wrong, wrong
+    return seen
+
+
+async def test_accepts_claims_and_verdicts_search_invites_by_key(db: Database) -> None:
+    with statements_of(db) as sent:
+        created = await asyncio.gather(
+            *(
+                create_invite(
+                    db, sender_id="s", email=f"p{n}@exemplo.com", name=None, correlation_id=f"c{n}"
+                )
+                for n in range(INVITES)
+            )
+        )
+        claimed = await asyncio.gather(
+            *(claim_with_link(db, c.invite.public_id, 1, 60) for c in created)  # type: ignore[union-attr]
+        )
+        await asyncio.gather(*(mark_sent(db, c.change.invite) for c in claimed if c is not None))
+    seen = assert_no_whole_reads(db, sent)
+    keyed = [s for s in seen if " IN (" in s and "invites" in s.split("WHERE")[0]]
+    assert any(s.startswith("SELECT") for s in keyed), "the accept's duplicate check ran"
+    assert sum(s.startswith("UPDATE invites") for s in keyed) >= 2, "claim and verdict ran"
+
+
+async def test_live_check_and_sweep_read_ranges_and_keys(db: Database) -> None:
+    for n in range(3):
+        await create_invite(
+            db, sender_id=f"s{n}", email="p@exemplo.com", name=None, correlation_id=f"c{n}"
+        )
+    with statements_of(db) as sent:
+        newest = await queries.senders_with_events_after(db, 0)
+        overdue = await sweep.overdue_pending(db, utcnow() + timedelta(days=1))
+    assert set(newest) == {"s0", "s1", "s2"}
+    assert overdue == []  # each one's newest outbox entry is unpublished: the relay's
+    assert len(sent) == 2
+    assert_no_whole_reads(db, sent)

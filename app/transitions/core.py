@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Row, and_, insert, tuple_, update
 
 from app.clock import utcnow
 from app.db import Database
-from app.models import invite_events, invites, outbox, status_unindexed
+from app.models import invite_events, invites, outbox, unindexed
 from app.outbox import outbox_values
 from app.records import Change, Invite, record_from
 from app.status import FailureClass, Status
@@ -124,7 +124,10 @@ def transition_each(
     """
     changes = transition_all(
         conn,
-        [*_keyed(key_columns, list(dict.fromkeys(keys))), status_unindexed() == from_status.value],
+        [
+            *_keyed(key_columns, list(dict.fromkeys(keys))),
+            unindexed(invites.c.status) == from_status.value,
+        ],
         values,
     )
     by_key: dict[tuple[Any, int], Change] = {

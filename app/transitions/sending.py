@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select, tuple_
 from app.clock import utcnow
 from app.db import Database
 from app.invite_links import issue_each
-from app.models import invites, status_unindexed
+from app.models import invites, unindexed
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
 from app.transitions.core import (
@@ -36,12 +36,12 @@ def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[
         return {}
     rows = conn.execute(
         select(invites).where(
-            # Found on ix_invites_sender_email, not by status (``status_unindexed``).
+            # Found on ix_invites_sender_email, not by status (``unindexed``).
             invites.c.sender_id.in_({sender for sender, _ in pairs}),
             invites.c.email.in_({email for _, email in pairs}),
             tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
             invites.c.kind == INVITE,
-            status_unindexed().in_([status.value for status in ON_ITS_WAY]),
+            unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
         )
     )
     found = [record_from(Invite, row) for row in rows.all()]
