@@ -203,6 +203,7 @@ signin_tokens = Table(
     Column("used_at", UTCDateTime),
     UniqueConstraint("token_hash", name="uq_signin_tokens_token_hash"),
     Index("ix_signin_tokens_invite_id", "invite_id"),
+    Index("ix_signin_tokens_email", "email"),
 )
 
 #: The invitee's links (``/c/{token}``): issued by the worker as it sends each attempt, hash only.

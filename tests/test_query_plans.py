@@ -4,7 +4,8 @@ SQLite keeps no statistics here, and its planner then prefers ``status = ?`` (an
 ``ix_invites_status_next_attempt``) to a key ``IN`` list: every accept batch read every invite
 on its way, every claim batch every ``pendente`` row of the backlog (O(backlog) per batch). The
 live hub's check read all of ``ix_invite_events_sender_id`` every second for the order of its
-GROUP BY, and the sweep grouped the whole outbox every two seconds. These tests run those paths
+GROUP BY, the sweep grouped the whole outbox every two seconds, and each sign-in link read
+every link ever issued to retire the address's older ones. These tests run those paths
 on a real SQLite file and ask SQLite for the plan of each statement they sent
 (``EXPLAIN QUERY PLAN``, with the statement's own parameters). ``app.models.unindexed``.
 """
@@ -21,9 +22,10 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from app import queries, sweep
+from app import queries, signin, sweep
 from app.clock import utcnow
 from app.db import Database
+from app.records import SIGNIN_MAIL
 from app.transitions import claim_with_link, create_invite, mark_sent
 
 INVITES = 30
@@ -44,7 +46,12 @@ def statements_of(db: Database) -> Iterator[Sent]:
         if statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
             sent.append((statement, params[0] if many else params))
 
-    engines = [db.write_lane.engine, db.read_lane.engine, db.reader.sync_engine]
+    engines = [
+        db.write_lane.engine,
+        db.read_lane.engine,
+        db.reader.sync_engine,
+        db.writer.sync_engine,
+    ]
     for engine in engines:
         event.listen(engine, "before_cursor_execute", capture)
     try:
@@ -71,7 +78,7 @@ def plans(db: Database, sent: Sent) -> dict[str, list[str]]:
 def whole_reads(statement: str, plan: list[str]) -> list[str]:
     """Steps that read a whole table or index; for a statement with a key ``IN`` list, also a
     search by status (which reads every row of that status)."""
-    tables = ("invites", "invite_events", "outbox", "invite_links")
+    tables = ("invites", "invite_events", "outbox", "invite_links", "signin_tokens")
     return [
         step
         for step in plan
@@ -118,4 +125,14 @@ async def test_live_check_and_sweep_read_ranges_and_keys(db: Database) -> None:
     assert set(newest) == {"s0", "s1", "s2"}
     assert overdue == []  # each one's newest outbox entry is unpublished: the relay's
     assert len(sent) == 2
+    assert_no_whole_reads(db, sent)
+
+
+async def test_a_sign_in_link_retires_the_older_ones_by_address(db: Database) -> None:
+    mail = await create_invite(
+        db, sender_id="s", email="p@exemplo.com", name=None, correlation_id="c", kind=SIGNIN_MAIL
+    )
+    with statements_of(db) as sent:
+        await signin.issue(db, mail.invite, 600)  # type: ignore[union-attr]
+    assert any(s.startswith("UPDATE signin_tokens") for s, _ in sent)
     assert_no_whole_reads(db, sent)
