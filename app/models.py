@@ -8,6 +8,7 @@ SQLAlchemy Core, not the ORM: every write is one explicit statement, and the tra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     literal_column,
+    tuple_,
 )
 
 metadata = MetaData()
@@ -123,6 +125,17 @@ def unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     which has statistics, picks the key's index either way. ``tests/test_query_plans.py``.
     """
     return column.op("||")(literal_column("''"))
+
+
+def keyed_in(columns: tuple[Any, ...], keys: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """``(a, b) IN (…)`` in a form an index serves: SQLite searches no index for a row-value
+    ``IN`` of ``VALUES``, so each column gets its own ``IN`` as well (a unique index, the rowid
+    or a two-column index then finds the rows) and the pair's ``IN`` checks the rest."""
+    pairs = list(dict.fromkeys(keys))
+    per_column = [
+        column.in_(list(dict.fromkeys(k[i] for k in pairs))) for i, column in enumerate(columns)
+    ]
+    return [*per_column, tuple_(*columns).in_(pairs)]
 
 
 invite_events = Table(

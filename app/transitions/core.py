@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, insert, tuple_, update
+from sqlalchemy import Connection, Row, and_, insert, update
 
 from app.clock import utcnow
 from app.db import Database
-from app.models import invite_events, invites, outbox, unindexed
+from app.models import invite_events, invites, keyed_in, outbox, unindexed
 from app.outbox import outbox_values
 from app.records import Change, Invite, record_from
 from app.status import FailureClass, Status
@@ -31,13 +31,6 @@ def _event_values(invite: Invite, failure_class: FailureClass | None = None) -> 
         "created_at": invite.updated_at,
         "failure_class": failure_class.value if failure_class else None,
     }
-
-
-def _keyed(key_columns: tuple[Any, ...], keys: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """``(key, attempt) IN (…)`` that an index serves: SQLite searches no index for a row-value
-    ``IN`` of ``VALUES``, so the first column's own ``IN`` comes first (its unique index, or the
-    rowid, finds the rows) and the pair's checks the rest."""
-    return [key_columns[0].in_([key[0] for key in keys]), tuple_(*key_columns).in_(keys)]
 
 
 def insert_in_order(
@@ -125,7 +118,7 @@ def transition_each(
     changes = transition_all(
         conn,
         [
-            *_keyed(key_columns, list(dict.fromkeys(keys))),
+            *keyed_in(key_columns, keys),
             unindexed(invites.c.status) == from_status.value,
         ],
         values,

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, select
 
 from app.clock import utcnow
 from app.db import Database
 from app.invite_links import issue_each
-from app.models import invites, unindexed
+from app.models import invites, keyed_in, unindexed
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
 from app.transitions.core import (
@@ -36,10 +36,8 @@ def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[
         return {}
     rows = conn.execute(
         select(invites).where(
-            # Found on ix_invites_sender_email, not by status (``unindexed``).
-            invites.c.sender_id.in_({sender for sender, _ in pairs}),
-            invites.c.email.in_({email for _, email in pairs}),
-            tuple_(invites.c.sender_id, invites.c.email).in_(pairs),
+            # Found on ix_invites_sender_email, not by status.
+            *keyed_in((invites.c.sender_id, invites.c.email), pairs),
             invites.c.kind == INVITE,
             unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
         )
