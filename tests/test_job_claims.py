@@ -5,6 +5,7 @@ time, never once it is done; and jobs finished together end exactly as arq ends 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,9 +25,16 @@ QUEUE = "test:claims"
 IN_PROGRESS_MS = 60_000
 
 
+def settings_of(server: RedisServer) -> RedisSettings:
+    """arq's settings for the test Redis, with time to connect: six polls at once open new
+    connections together, and on a loaded CI machine arq's default of 1 s ran out (a
+    ``TimeoutError`` connecting, nothing to do with the claims under test)."""
+    return dataclasses.replace(RedisSettings.from_dsn(server.url), conn_timeout=10)
+
+
 @pytest.fixture
 async def pool(redis: Redis, redis_server: RedisServer) -> AsyncIterator[ArqRedis]:
-    arq = await create_pool(RedisSettings.from_dsn(redis_server.url), default_queue_name=QUEUE)
+    arq = await create_pool(settings_of(redis_server), default_queue_name=QUEUE)
     yield arq
     await arq.aclose()
 
@@ -51,7 +59,7 @@ async def test_two_workers_claiming_the_same_jobs_at_once_split_them(
 ) -> None:
     ids = [f"job{i}" for i in range(300)]
     await pool.zadd(QUEUE, {job_id: timestamp_ms() - 1 for job_id in ids})
-    other = await create_pool(RedisSettings.from_dsn(redis_server.url))
+    other = await create_pool(settings_of(redis_server))
     # Six polls at once, from two connections, each asking for every job (in its own order).
     polls = [(client, ids[i::3] + ids) for i in range(3) for client in (pool, other)]
     try:
