@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.clock import utcnow
 from app.db import Database
@@ -74,15 +74,34 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)  # 192 bits
 
 
+# Statements built once, their lists bound when they run: the worker issues links every claim
+# batch (see app.transitions.core._keyed_update).
+_REPLACE = (
+    update(invite_links)
+    .where(
+        invite_links.c.invite_id.in_(bindparam("ids", expanding=True)),
+        invite_links.c.replaced_at.is_(None),
+    )
+    .values(replaced_at=bindparam("now", type_=invite_links.c.replaced_at.type))
+)
+_STILL_SENDING = (
+    select(invites.c.id, invites.c.attempt)
+    .where(
+        invites.c.id.in_(bindparam("ids", expanding=True)),
+        unindexed(invites.c.status) == Status.ENVIANDO.value,
+    )
+    # FOR UPDATE (PostgreSQL): the rows stay as checked until the claim commits; SQLite's
+    # writes are serialized anyway.
+    .with_for_update()
+)
+_INSERT = insert(invite_links)
+
+
 def replace_links(conn: Connection, invite_ids: Sequence[int], now: datetime) -> None:
     """Every live link of these invites stops working (one UPDATE, in the caller's transaction)."""
     if not invite_ids:
         return
-    conn.execute(
-        update(invite_links)
-        .where(invite_links.c.invite_id.in_(list(invite_ids)), invite_links.c.replaced_at.is_(None))
-        .values(replaced_at=now)
-    )
+    conn.execute(_REPLACE, {"ids": list(invite_ids), "now": now})
 
 
 async def issue(db: Database, invite: Invite) -> str | None:
@@ -100,17 +119,8 @@ async def issue(db: Database, invite: Invite) -> str | None:
 def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]:
     """``issue`` for many attempts in the caller's transaction (the claim's, in the worker)."""
     now = utcnow()
-    # FOR UPDATE (PostgreSQL): the rows stay as checked until this commits; SQLite's writes
-    # are serialized anyway.
-    still_mine = (
-        select(invites.c.id, invites.c.attempt)
-        .where(
-            invites.c.id.in_([invite.id for invite in attempts]),
-            unindexed(invites.c.status) == Status.ENVIANDO.value,
-        )
-        .with_for_update()
-    )
-    current = {(row.id, row.attempt) for row in conn.execute(still_mine)}
+    ids = [invite.id for invite in attempts]
+    current = {(row.id, row.attempt) for row in conn.execute(_STILL_SENDING, {"ids": ids})}
     issued: dict[int, tuple[Invite, str]] = {}
     answers: list[str | None] = []
     for invite in attempts:
@@ -123,7 +133,7 @@ def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]
     if issued:
         replace_links(conn, list(issued), now)
         conn.execute(
-            insert(invite_links),
+            _INSERT,
             [
                 {
                     "token_hash": token_hash(token),

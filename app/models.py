@@ -28,6 +28,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    bindparam,
     literal_column,
     tuple_,
 )
@@ -127,15 +128,31 @@ def unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     return column.op("||")(literal_column("''"))
 
 
-def keyed_in(columns: tuple[Any, ...], keys: Sequence[tuple[Any, ...]]) -> list[Any]:
+def keyed_in(columns: tuple[Any, ...], name: str = "key") -> list[Any]:
     """``(a, b) IN (…)`` in a form an index serves: SQLite searches no index for a row-value
     ``IN`` of ``VALUES``, so each column gets its own ``IN`` as well (a unique index, the rowid
-    or a two-column index then finds the rows) and the pair's ``IN`` checks the rest."""
-    pairs = list(dict.fromkeys(keys))
+    or a two-column index then finds the rows) and the pair's ``IN`` checks the rest.
+
+    The lists are bound when the statement runs (``keyed_params``), so a statement built once
+    serves every batch: SQLAlchemy neither builds its expression nor derives its cache key again
+    (``app.transitions.core``)."""
     per_column = [
-        column.in_(list(dict.fromkeys(k[i] for k in pairs))) for i, column in enumerate(columns)
+        column.in_(bindparam(f"{name}_{i}", expanding=True)) for i, column in enumerate(columns)
     ]
-    return [*per_column, tuple_(*columns).in_(pairs)]
+    return [*per_column, tuple_(*columns).in_(bindparam(name, expanding=True))]
+
+
+def keyed_params(
+    keys: Sequence[tuple[Any, ...]], name: str = "key", width: int = 2
+) -> dict[str, list[Any]]:
+    """The values of ``keyed_in(columns, name)``'s parameters for these keys (of ``width``
+    columns)."""
+    pairs = list(dict.fromkeys(keys))
+    params: dict[str, list[Any]] = {
+        f"{name}_{i}": list(dict.fromkeys(k[i] for k in pairs)) for i in range(width)
+    }
+    params[name] = pairs
+    return params
 
 
 invite_events = Table(

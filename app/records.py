@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Row
@@ -21,10 +22,16 @@ if TYPE_CHECKING:
 R = TypeVar("R", bound="DataclassInstance")
 
 
+@cache
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    # dataclasses.fields() walks the class each call; every row read or written comes here.
+    return tuple(field.name for field in fields(cls))
+
+
 def record_from(cls: type[R], row: Row[Any] | Mapping[Any, Any]) -> R:
     """``cls`` built from the columns of a row (extra columns are ignored; ``status`` typed)."""
     mapping: Mapping[Any, Any] = row._mapping if isinstance(row, Row) else row
-    values = {field.name: mapping[field.name] for field in fields(cls)}
+    values = {name: mapping[name] for name in _field_names(cls)}
     if "status" in values:
         values["status"] = Status(values["status"])
     return cls(**values)

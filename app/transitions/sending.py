@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 from app.clock import utcnow
 from app.db import Database
 from app.invite_links import issue_each
-from app.models import invites, keyed_in, unindexed
+from app.models import invites, keyed_in, keyed_params, unindexed
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
 from app.transitions.core import (
@@ -28,20 +28,21 @@ from app.transitions.core import (
     transition_each,
 )
 
+# Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
+_ON_THEIR_WAY = select(invites).where(
+    # Found on ix_invites_sender_email, not by status.
+    *keyed_in((invites.c.sender_id, invites.c.email)),
+    invites.c.kind == INVITE,
+    unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
+)
+
 
 def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
     """The invites these senders already have on the way (or arrived) to these addresses."""
     pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
     if not pairs:
         return {}
-    rows = conn.execute(
-        select(invites).where(
-            # Found on ix_invites_sender_email, not by status.
-            *keyed_in((invites.c.sender_id, invites.c.email), pairs),
-            invites.c.kind == INVITE,
-            unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
-        )
-    )
+    rows = conn.execute(_ON_THEIR_WAY, keyed_params(pairs))
     found = [record_from(Invite, row) for row in rows.all()]
     return {(invite.sender_id, invite.email): invite for invite in found}
 
