@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -66,12 +66,16 @@ class Batcher(Generic[R]):
         isolate_failures: bool,
         max_batch: int = 500,
         run_groups: RunGroups | None = None,
+        hold: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         if run_groups is None:
             if open_batch is None:
                 raise TypeError("a Batcher needs open_batch or run_groups")
             run_groups = _in_one(open_batch)
         self._run_groups = run_groups
+        # Held around each batch, its reruns included, and taken *before* the batch is formed:
+        # whoever calls while this waits (for the database's write turn) joins the batch.
+        self._hold = hold or nullcontext
         self._isolate_failures = isolate_failures
         self._max_batch = max_batch
         self._waiting: deque[_Item] = deque()
@@ -97,13 +101,14 @@ class Batcher(Generic[R]):
 
     async def _drain(self) -> None:
         while self._waiting:
-            batch = [
-                self._waiting.popleft() for _ in range(min(len(self._waiting), self._max_batch))
-            ]
+            batch: list[_Item] = []
             try:
-                await self._run_batch(batch)
+                async with self._hold():
+                    batch = self._next_batch()
+                    await self._run_batch(batch)
             except Exception as exc:
-                for item in batch:
+                # No hold (a write turn that timed out): the batch it was for fails.
+                for item in batch or self._next_batch():
                     _resolve(item, exc)
             except BaseException:
                 # Cancelled (the loop is shutting down): nobody may wait for ever.
@@ -111,6 +116,9 @@ class Batcher(Generic[R]):
                     item.future.cancel()
                 self._waiting.clear()
                 raise
+
+    def _next_batch(self) -> list[_Item]:
+        return [self._waiting.popleft() for _ in range(min(len(self._waiting), self._max_batch))]
 
     async def _run_batch(self, batch: list[_Item]) -> None:
         groups: dict[Any, list[_Item]] = {}

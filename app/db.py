@@ -63,14 +63,19 @@ class Database:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
             self.write_lane = self.read_lane = None
+        self._turns = WriterTurns(self.url.database) if self.is_sqlite else None
+        # On SQLite the batch waits for this process's write turn before it is formed, so the
+        # callers that arrive meanwhile share its commit: with two writing processes the turn is
+        # busy most of the time (two workers: each waited about as long as the other held it).
         self._group_commit: Batcher[Connection] = Batcher(
-            None, isolate_failures=True, run_groups=self._commit_groups
+            None,
+            isolate_failures=True,
+            run_groups=self._commit_groups,
+            hold=self._turns.turn if self._turns is not None else None,
         )
         self._group_read: Batcher[Connection] = Batcher(
             None, isolate_failures=False, run_groups=self._read_groups
         )
-
-        self._turns = WriterTurns(self.url.database) if self.is_sqlite else None
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -92,13 +97,11 @@ class Database:
 
     async def _commit_groups(self, groups: Groups) -> list[Sequence[Any]]:
         """One transaction for a whole batch; on SQLite on the write lane, while this process
-        holds its turn at the write lock."""
+        holds its turn at the write lock (taken by the batcher: ``hold``)."""
         if self.write_lane is None:
             async with self.writer.begin() as conn:
                 return await conn.run_sync(run_groups, groups)
-        assert self._turns is not None
-        async with self._turns.turn():
-            return await self.write_lane.run(groups, transaction=True)
+        return await self.write_lane.run(groups, transaction=True)
 
     async def read_many(self, operation: SyncOperation[A, T], argument: A) -> T:
         """``write_many`` for reads: callers of the same moment share one snapshot (and one

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from arq.jobs import Job
 from sqlalchemy import Connection, event, text
 from sqlalchemy.exc import IntegrityError
 
+from app.batching import Batcher, Groups
 from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
@@ -180,3 +182,64 @@ async def test_a_claim_asked_twice_in_one_batch_is_won_once(db: Database) -> Non
 
     assert [claim is not None for claim in claims] == [True, True, True, False, False]
     assert {claim.invite.public_id for claim in claims if claim} == set(ids)
+
+
+async def test_callers_arriving_while_the_write_turn_is_busy_share_the_next_commit(
+    db: Database, settings: Settings
+) -> None:
+    # Another process (here: another Database on the same file) holds the write turn.
+    other = Database(settings.database_url)
+    commits = count_commits(db)
+    released = asyncio.Event()
+
+    async def hold_the_turn() -> None:
+        assert other._turns is not None
+        async with other._turns.turn():
+            await released.wait()
+
+    holder = asyncio.create_task(hold_the_turn())
+    await asyncio.sleep(0.05)
+    try:
+        first = asyncio.create_task(
+            create_invite(db, sender_id="s", email="p0@exemplo.com", name=None, correlation_id="c")
+        )
+        await asyncio.sleep(0.05)  # the first caller's batch is waiting for the turn by now
+        later = [
+            asyncio.create_task(
+                create_invite(
+                    db, sender_id="s", email=f"p{n}@exemplo.com", name=None, correlation_id="c"
+                )
+            )
+            for n in range(1, 10)
+        ]
+        await asyncio.sleep(0.05)
+        released.set()
+        created = await asyncio.gather(first, *later)
+    finally:
+        released.set()
+        await holder
+        await other.dispose()
+
+    assert len({change.invite.id for change in created}) == 10
+    # One commit for all ten: the batch was formed when the turn came, not before it.
+    assert len(commits) == 1
+
+
+async def test_callers_whose_batch_gets_no_write_turn_get_the_error_instead_of_waiting() -> None:
+    @asynccontextmanager
+    async def no_turn() -> AsyncIterator[None]:
+        raise TimeoutError("no turn at the database write lock")
+        yield
+
+    async def run_groups(groups: Groups) -> list[Sequence[Any]]:
+        return [[None] * len(arguments) for _, arguments in groups]
+
+    batcher: Batcher[Any] = Batcher(
+        None, isolate_failures=True, run_groups=run_groups, hold=no_turn
+    )
+
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(batcher.submit("op", n) for n in range(3)), return_exceptions=True), 5
+    )
+
+    assert [type(outcome) for outcome in outcomes] == [TimeoutError] * 3
