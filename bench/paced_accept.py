@@ -24,17 +24,26 @@ class RawClient:
     """Keep-alive HTTP/1.1 connections over bare asyncio streams: a paced client far cheaper
     than httpx, so the bench process keeps the pace on a busy machine."""
 
+    #: uvicorn closes a keep-alive connection idle for 5 s (``--timeout-keep-alive``); one the
+    #: client kept longer could be closed under it as it sends (a run failed that way).
+    IDLE_SECONDS = 4.0
+
     def __init__(self, base_url: str) -> None:
         parts = urlsplit(base_url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.netloc = parts.netloc
-        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        while self._idle:
+            reader, writer, since = self._idle.pop()
+            if time.monotonic() - since < self.IDLE_SECONDS:
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection(self.host, self.port)
 
     async def post(self, path: str, headers: dict[str, str], body: str) -> int:
-        if self._idle:
-            reader, writer = self._idle.pop()
-        else:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
+        reader, writer = await self._connection()
         data = body.encode()
         head = [f"POST {path} HTTP/1.1", f"Host: {self.netloc}", f"Content-Length: {len(data)}"]
         head += [f"{name}: {value}" for name, value in headers.items()]
@@ -47,11 +56,11 @@ class RawClient:
             if name.strip().lower() == "content-length":
                 length = int(value)
         await reader.readexactly(length)
-        self._idle.append((reader, writer))
+        self._idle.append((reader, writer, time.monotonic()))
         return int(lines[0].split()[1])
 
     async def close(self) -> None:
-        for _, writer in self._idle:
+        for _, writer, _ in self._idle:
             writer.close()
         self._idle.clear()
 
