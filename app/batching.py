@@ -73,8 +73,9 @@ class Batcher(Generic[R]):
                 raise TypeError("a Batcher needs open_batch or run_groups")
             run_groups = _in_one(open_batch)
         self._run_groups = run_groups
-        # Held around each batch, its reruns included, and taken *before* the batch is formed:
-        # whoever calls while this waits (for the database's write turn) joins the batch.
+        # Held around each batch, and taken *before* the batch is formed: whoever calls while
+        # this waits (for the database's write turn) joins the batch. A failed batch's one-by-one
+        # reruns stay inside it (rare: a bad row), each rerun still its own transaction.
         self._hold = hold or nullcontext
         self._isolate_failures = isolate_failures
         self._max_batch = max_batch

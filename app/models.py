@@ -128,7 +128,7 @@ def unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     return column.op("||")(literal_column("''"))
 
 
-def keyed_in(columns: tuple[Any, ...], name: str = "key") -> list[Any]:
+def keyed_in(columns: tuple[Any, ...]) -> list[Any]:
     """``(a, b) IN (…)`` in a form an index serves: SQLite searches no index for a row-value
     ``IN`` of ``VALUES``, so each column gets its own ``IN`` as well (a unique index, the rowid
     or a two-column index then finds the rows) and the pair's ``IN`` checks the rest.
@@ -137,21 +137,18 @@ def keyed_in(columns: tuple[Any, ...], name: str = "key") -> list[Any]:
     serves every batch: SQLAlchemy neither builds its expression nor derives its cache key again
     (``app.transitions.core``)."""
     per_column = [
-        column.in_(bindparam(f"{name}_{i}", expanding=True)) for i, column in enumerate(columns)
+        column.in_(bindparam(f"key_{i}", expanding=True)) for i, column in enumerate(columns)
     ]
-    return [*per_column, tuple_(*columns).in_(bindparam(name, expanding=True))]
+    return [*per_column, tuple_(*columns).in_(bindparam("key", expanding=True))]
 
 
-def keyed_params(
-    keys: Sequence[tuple[Any, ...]], name: str = "key", width: int = 2
-) -> dict[str, list[Any]]:
-    """The values of ``keyed_in(columns, name)``'s parameters for these keys (of ``width``
-    columns)."""
+def keyed_params(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """The values of ``keyed_in``'s parameters for these keys (at least one)."""
     pairs = list(dict.fromkeys(keys))
     params: dict[str, list[Any]] = {
-        f"{name}_{i}": list(dict.fromkeys(k[i] for k in pairs)) for i in range(width)
+        f"key_{i}": list(dict.fromkeys(column)) for i, column in enumerate(zip(*pairs, strict=True))
     }
-    params[name] = pairs
+    params["key"] = pairs
     return params
 
 

@@ -152,7 +152,9 @@ def transition_each(
     """One conditional UPDATE for many rows (``WHERE (key, attempt) IN … AND status = …``).
 
     Each key wins or loses on its own, exactly as with one UPDATE per row; a key asked twice
-    in one batch (a redelivered job) wins at most once. The events are one INSERT.
+    in one batch (a redelivered job) wins at most once. The events are one INSERT. The key
+    columns are ``invites``' own, and ``values`` are plain values, bound when the statement
+    runs (not SQL expressions, which ``transition_all`` takes).
     """
     values.setdefault("updated_at", utcnow())
     statement = _keyed_update(
