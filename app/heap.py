@@ -19,7 +19,9 @@ def collector_tuned_for_serving() -> Iterator[None]:
     A full (generation 2) collection walks every tracked object: in the web about 100,000
     after start-up (modules, SQLAlchemy's tables and caches, the compiled templates), which
     took 35–40 ms on the bench machine, about every 2 s at 300 requests/s, and every request
-    in flight waited for it (``make bench``, paced accept). Frozen, those objects are not
+    in flight waited for it (``make bench``, paced accept). The worker's process does the same
+    (``app.worker``): there a full collection took about 30 ms, some of them while it held the
+    database's write turn that the web and other workers wait for. Frozen, those objects are not
     walked; what requests allocate is collected as before. No collection first: freezing
     costs nothing, a collection of a test process's heap would cost every app start there,
     and the little start-up garbage frozen with the rest is given back to the collector on
