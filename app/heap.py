@@ -7,7 +7,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-#: How many times further apart full collections run while the web serves (see below).
+#: How many times further apart full collections run while a process serves (see below).
 FULL_COLLECTION_SPACING = 10
 
 

@@ -309,10 +309,8 @@ async def _startup_with_json_logs(ctx: dict[str, Any]) -> None:
     configure_logging("worker")
     await startup(ctx)
     # A worker process, like the web's, keeps what start-up built out of the collector's sight
-    # (``app.heap``): a full collection of it took about 30 ms, 3–7 times in a 10,000-invite
-    # drain, and one that ran while this process held the database's write turn stopped the
-    # other writers (the web's accepts, another worker) too. Only here, in the worker's own
-    # process: in-process test workers share the interpreter with the web's app.
+    # (``app.heap`` says why). Only here, in the worker's own process: in-process test workers
+    # share the interpreter with the web's app.
     collector = ctx["collector"] = ExitStack()
     collector.enter_context(collector_tuned_for_serving())
 

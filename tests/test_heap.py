@@ -48,8 +48,10 @@ async def test_the_worker_process_freezes_its_start_up_heap_until_it_stops(
         frozen = gc.get_freeze_count()
         serving = gc.get_threshold()
     finally:
-        await cli.on_shutdown(ctx)
-        await ctx["redis"].aclose()
+        try:
+            await cli.on_shutdown(ctx)
+        finally:
+            await ctx["redis"].aclose()
 
     assert frozen > 10_000
     assert serving == (before[0], before[1], before[2] * FULL_COLLECTION_SPACING)
