@@ -1,9 +1,9 @@
 """The invitee's link, ``PUBLIC_URL/c/{token}``: random, hash only, one live link per invite.
 
-The worker issues a new token as it claims each attempt (``issue_each``, in the claim's own
-transaction: ``app.transitions.claim_with_link``), so the mail carries a link that was durable
-before the mail left; issuing it replaces every older link of the invite. A
-re-send replaces them at once (``replace_links``, inside the re-send's transaction), so the old
+The worker issues a new token as it claims each attempt (``issue_for_claims``, in the claim's
+own transaction: ``app.transitions.claim_with_link``), so the mail carries a link that was
+durable before the mail left; issuing it replaces every older link of the invite. A re-send
+replaces them at once (``replace_links``, inside the re-send's transaction), so the old
 mail's link answers 410 "substituído" even before the new mail leaves. Opening a link (GET)
 changes nothing (mail scanners prefetch links); only its buttons (POST) answer.
 """
@@ -111,16 +111,34 @@ async def issue(db: Database, invite: Invite) -> str | None:
 
     Committed with other callers' links (group commit: one SELECT, one UPDATE and one INSERT
     for all of them) before it returns. The worker issues through ``claim_with_link`` instead,
-    the same ``issue_each`` inside its claim's transaction.
+    ``issue_for_claims`` inside its claim's transaction.
     """
     return await db.write_many(issue_each, invite)
 
 
 def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]:
-    """``issue`` for many attempts in the caller's transaction (the claim's, in the worker)."""
-    now = utcnow()
+    """``issue`` for many attempts in the caller's transaction: a link for each attempt still
+    ``enviando`` under its claim (one SELECT checks them all), ``None`` for the others."""
     ids = [invite.id for invite in attempts]
     current = {(row.id, row.attempt) for row in conn.execute(_STILL_SENDING, {"ids": ids})}
+    return _write_links(conn, attempts, current)
+
+
+def issue_for_claims(conn: Connection, claimed: Sequence[Invite]) -> list[str]:
+    """A link for each attempt whose claim this very transaction won (the worker's claim,
+    ``app.transitions.claim_with_link``): its conditional UPDATE … RETURNING was the check, so
+    the rows are not read again inside the write turn."""
+    links = _write_links(conn, claimed, {(invite.id, invite.attempt) for invite in claimed})
+    if any(link is None for link in links):
+        raise ValueError("one invite claimed twice in one transaction")
+    return [link for link in links if link is not None]
+
+
+def _write_links(
+    conn: Connection, attempts: Sequence[Invite], current: set[tuple[int, int]]
+) -> list[str | None]:
+    """A new link for each attempt in ``current`` (older links of its invite replaced)."""
+    now = utcnow()
     issued: dict[int, tuple[Invite, str]] = {}
     answers: list[str | None] = []
     for invite in attempts:

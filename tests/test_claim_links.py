@@ -14,8 +14,9 @@ from sqlalchemy import select
 from app import transitions, worker
 from app.config import Settings
 from app.db import Database
-from app.models import invites
+from app.models import invite_links, invites
 from app.records import SIGNIN_MAIL
+from app.sessions import token_hash
 from app.status import Status
 from tests.helpers import JSON, invite_row, post_invite
 from tests.services import ScriptedSmtp
@@ -39,6 +40,31 @@ async def test_the_claim_issues_the_link_and_replaces_the_older_attempts(
     assert await transitions.mark_sent(db, second.change.invite)
     assert (await anonymous_client.get(f"/c/{first.link}")).status_code == 410  # replaced
     assert (await anonymous_client.get(f"/c/{second.link}")).status_code == 200
+
+
+async def test_claims_of_one_group_commit_each_get_their_own_link_and_a_repeat_gets_none(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    ids = [(await post_invite(client, f"p{n}@exemplo.com.br"))["id"] for n in range(4)]
+    claims = await asyncio.gather(
+        *(transitions.claim_with_link(db, public_id, 1, 60) for public_id in [*ids, ids[0]])
+    )
+
+    won = [claim for claim in claims if claim is not None]
+    assert sorted(claim.change.invite.public_id for claim in won) == sorted(ids)
+    async with db.read() as conn:
+        live = dict(
+            (
+                await conn.execute(
+                    select(invite_links.c.token_hash, invite_links.c.invite_id).where(
+                        invite_links.c.replaced_at.is_(None)
+                    )
+                )
+            ).all()
+        )
+    # One live link per invite, and each claim holds the one of its own invite.
+    assert sorted(live.values()) == sorted(claim.change.invite.id for claim in won)
+    assert all(live[token_hash(str(claim.link))] == claim.change.invite.id for claim in won)
 
 
 async def test_a_sign_in_mail_is_claimed_without_an_invitation_link(

@@ -173,6 +173,43 @@ async def test_schedule_retry_makes_the_next_attempt_pendente_due_later_with_its
     assert await outbox_rows(db, invite) == [1, 2]
 
 
+async def test_each_event_and_job_row_is_its_invite_as_the_transition_left_it(
+    db: Database,
+) -> None:
+    invite = await claimed(db, await new_invite(db))
+    retry = await transitions.schedule_retry(db, invite, "421 try later", delay=30)
+    assert retry is not None and retry.outbox_id is not None
+    again = await claimed(db, retry.invite)
+    failed = await transitions.mark_failed(db, again, "550 no such user")
+    assert failed is not None
+
+    async with db.read() as conn:
+        events = (
+            await conn.execute(select(invite_events).where(invite_events.c.invite_id == invite.id))
+        ).all()
+        job = (await conn.execute(select(outbox).where(outbox.c.id == retry.outbox_id))).one()
+    by_id = {event.id: event for event in events}
+    for change in (retry, failed):
+        event = by_id[change.event_id]
+        state = change.invite
+        assert (event.status, event.attempt, event.error, event.sender_id) == (
+            state.status.value,
+            state.attempt,
+            state.error,
+            state.sender_id,
+        )
+        assert event.created_at == state.updated_at
+        # Only an event that schedules an attempt says when it is due.
+        due = state.next_attempt_at if state.status == Status.PENDENTE else None
+        assert event.next_attempt_at == due
+    assert by_id[retry.event_id].next_attempt_at is not None
+    assert all(e.next_attempt_at is None for e in events if e.status != Status.PENDENTE.value)
+    assert by_id[failed.event_id].failure_class == FailureClass.PERMANENT.value
+    assert by_id[retry.event_id].failure_class is None
+    assert (job.invite_id, job.attempt) == (invite.id, 2)
+    assert job.available_at == retry.invite.next_attempt_at
+
+
 async def test_mark_failed_records_why_for_the_metrics(db: Database) -> None:
     first = await claimed(db, await new_invite(db, "a@exemplo.com"))
     second = await claimed(db, await new_invite(db, "b@exemplo.com"))

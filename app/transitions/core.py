@@ -19,29 +19,18 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
+    func,
     insert,
+    select,
     update,
 )
 
 from app.clock import utcnow
 from app.db import Database
 from app.models import invite_events, invites, keyed_in, keyed_params, outbox, unindexed
-from app.outbox import outbox_values
 from app.records import Change, Invite, record_from
 from app.status import FailureClass, Status
-
-
-def _event_values(invite: Invite, failure_class: FailureClass | None = None) -> dict[str, Any]:
-    return {
-        "invite_id": invite.id,
-        "sender_id": invite.sender_id,
-        "status": invite.status.value,
-        "attempt": invite.attempt,
-        "error": invite.error,
-        "next_attempt_at": invite.next_attempt_at if invite.status == Status.PENDENTE else None,
-        "created_at": invite.updated_at,
-        "failure_class": failure_class.value if failure_class else None,
-    }
 
 
 def insert_in_order(
@@ -82,16 +71,72 @@ def record_changes(
     enqueue: bool = False,
     failure_class: FailureClass | None = None,
 ) -> list[Change]:
-    """Record one event (and, with ``enqueue``, one outbox row) for each invite that changed."""
-    event_ids = insert_ids(conn, invite_events, [_event_values(i, failure_class) for i in won])
+    """Record one event (and, with ``enqueue``, one outbox row) for each invite that changed.
+
+    Each row is copied from its invite as the caller's statement has just left it, in this
+    transaction (``INSERT … SELECT``: one statement for all, its only parameters the ids), so
+    the caller must not change these invites again before it records them. Per-row parameters
+    had been a third of the worker's Python inside the write turn (docs/benchmarks.md, change
+    log row 32)."""
+    if not won:
+        return []
+    ids = [invite.id for invite in won]
+    class_value = failure_class.value if failure_class else None
+    event_ids = _copied_ids(conn, _EVENTS_FROM_INVITES, ids, {"failure_class": class_value})
     if not enqueue:
         return [Change(invite, event_id) for invite, event_id in zip(won, event_ids, strict=True)]
-    now = utcnow()
-    outbox_ids = insert_ids(conn, outbox, [outbox_values(invite, now) for invite in won])
+    outbox_ids = _copied_ids(conn, _OUTBOX_FROM_INVITES, ids, {"now": utcnow()})
     return [
         Change(invite, event_id, outbox_id)
         for invite, event_id, outbox_id in zip(won, event_ids, outbox_ids, strict=True)
     ]
+
+
+def _copied_ids(
+    conn: Connection, statement: Insert, ids: list[int], params: dict[str, Any]
+) -> list[int]:
+    """Run an ``INSERT … SELECT … FROM invites`` for ``ids``; the new row ids, in their order."""
+    rows = conn.execute(statement, {"ids": ids, **params}).all()
+    by_invite = {int(row.invite_id): int(row.id) for row in rows}
+    if len(by_invite) != len(ids) or len(rows) != len(ids):
+        raise ValueError("each invite recorded once: ids repeated, or an invite is missing")
+    return [by_invite[invite_id] for invite_id in ids]
+
+
+def _copy_from_invites(table: Any, columns: dict[str, Any]) -> Insert:
+    """``INSERT INTO table (…) SELECT … FROM invites WHERE id IN :ids RETURNING id,
+    invite_id``, built once (see ``_keyed_update``)."""
+    source = select(*columns.values()).where(invites.c.id.in_(bindparam("ids", expanding=True)))
+    return insert(table).from_select(list(columns), source).returning(table.c.id, table.c.invite_id)
+
+
+_EVENTS_FROM_INVITES = _copy_from_invites(
+    invite_events,
+    {
+        "invite_id": invites.c.id,
+        "sender_id": invites.c.sender_id,
+        "status": invites.c.status,
+        "attempt": invites.c.attempt,
+        "error": invites.c.error,
+        # When the next attempt is due, on the events that schedule one.
+        "next_attempt_at": case(
+            (invites.c.status == Status.PENDENTE.value, invites.c.next_attempt_at)
+        ),
+        "created_at": invites.c.updated_at,
+        "failure_class": bindparam("failure_class", type_=invite_events.c.failure_class.type),
+    },
+)
+_NOW = bindparam("now", type_=outbox.c.created_at.type)
+_OUTBOX_FROM_INVITES = _copy_from_invites(
+    outbox,
+    {
+        # Due when the attempt is (``app.outbox.outbox_values``, which the sweep still uses).
+        "invite_id": invites.c.id,
+        "attempt": invites.c.attempt,
+        "available_at": func.coalesce(invites.c.next_attempt_at, _NOW),
+        "created_at": _NOW,
+    },
+)
 
 
 def transition_all(

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, select
 
 from app.clock import utcnow
 from app.db import Database
-from app.invite_links import issue_each
+from app.invite_links import issue_for_claims
 from app.models import invites, keyed_in, keyed_params, unindexed
 from app.records import INVITE, Change, Duplicate, Invite, NewInvite, new_public_id, record_from
 from app.status import ON_ITS_WAY, FailureClass, Status
@@ -185,7 +185,7 @@ class Claimed:
 def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Claimed | None]:
     changes = _claim_each(conn, claims)
     won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
-    links = dict(zip([i.id for i in won], issue_each(conn, won), strict=True)) if won else {}
+    links = dict(zip([i.id for i in won], issue_for_claims(conn, won), strict=True)) if won else {}
     return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
 
 
