@@ -18,6 +18,7 @@ from app.queries import invite_history
 from app.records import Change, Invite
 from app.status import FailureClass, Status
 from app.sweep import LEASE_EXPIRED_REASON
+from app.transitions.core import transition_each
 from tests.helpers import invite_row
 
 LEASE = 60.0
@@ -107,6 +108,33 @@ async def test_a_claim_for_an_old_attempt_loses(db: Database) -> None:
 
     assert await transitions.claim_for_sending(db, invite.public_id, 2, LEASE) is None
     assert (await invite_row(db, invite.public_id)).status == Status.PENDENTE
+
+
+async def test_claims_in_one_statement_match_their_own_attempt_not_another_keys(
+    db: Database,
+) -> None:
+    # A at attempt 2, B at attempt 1: claims for (A, 1) and (B, 2) name both ids and both
+    # attempts, and must still both lose; (A, 2) and (B, 1) in one statement both win.
+    a = await claimed(db, await new_invite(db, "a@exemplo.com"))
+    retried = await transitions.schedule_retry(db, a, "421 try later", delay=0)
+    assert retried is not None
+    b = await new_invite(db, "b@exemplo.com")
+    keys = (invites.c.public_id, invites.c.attempt)
+    values = {"status": Status.ENVIANDO.value}
+
+    async with db.write() as conn:
+        stale = await conn.run_sync(
+            transition_each, [(a.public_id, 1), (b.public_id, 2)], keys, Status.PENDENTE, values
+        )
+        fresh = await conn.run_sync(
+            transition_each, [(a.public_id, 2), (b.public_id, 1)], keys, Status.PENDENTE, values
+        )
+
+    assert stale == [None, None]
+    assert [(c.invite.public_id, c.invite.attempt) for c in fresh if c] == [
+        (a.public_id, 2),
+        (b.public_id, 1),
+    ]
 
 
 async def test_a_claim_after_the_lease_expired_loses_and_the_row_stays_incerto(
