@@ -1,8 +1,9 @@
 """The outbox table: each row asks for one attempt's arq job, written with the transition.
 
-A transition that needs a job writes its outbox row in the same transaction
-(``outbox_values``); ``app.queue.Publisher`` enqueues it right after the commit and marks it
-published, and the relay (``app.queue.relay_outbox``) publishes whatever that fast path missed.
+A transition that needs a job writes its outbox row in the same transaction (copied from the
+invite: ``app.transitions.core.record_changes``; the sweep's requeue uses ``outbox_values``);
+``app.queue.Publisher`` enqueues it right after the commit and marks it published, and the
+relay (``app.queue.relay_outbox``) publishes whatever that fast path missed.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from app.queries import invite_history
 from app.records import Change, Invite
 from app.status import FailureClass, Status
 from app.sweep import LEASE_EXPIRED_REASON
+from app.transitions import core
 from app.transitions.core import transition_each
 from tests.helpers import invite_row
 
@@ -126,6 +127,10 @@ async def test_claims_in_one_statement_match_their_own_attempt_not_another_keys(
         stale = await conn.run_sync(
             transition_each, [(a.public_id, 1), (b.public_id, 2)], keys, Status.PENDENTE, values
         )
+        untouched = (
+            await conn.execute(select(invites.c.status).where(invites.c.id.in_([a.id, b.id])))
+        ).scalars()
+        assert set(untouched) == {Status.PENDENTE.value}
         fresh = await conn.run_sync(
             transition_each, [(a.public_id, 2), (b.public_id, 1)], keys, Status.PENDENTE, values
         )
@@ -236,6 +241,27 @@ async def test_each_event_and_job_row_is_its_invite_as_the_transition_left_it(
     assert by_id[retry.event_id].failure_class is None
     assert (job.invite_id, job.attempt) == (invite.id, 2)
     assert job.available_at == retry.invite.next_attempt_at
+
+
+async def test_a_transition_of_more_rows_than_one_statement_binds_records_each_of_them(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(core, "IDS_PER_STATEMENT", 2)  # five invites: three statements
+    emails = [f"p{n}@exemplo.com" for n in range(5)]
+    created = [await new_invite(db, email) for email in emails]
+    for invite in created:
+        await claimed(db, invite)
+        await expire_lease_of(db, invite)
+
+    changes = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
+
+    assert sorted(change.invite.id for change in changes) == sorted(i.id for i in created)
+    async with db.read() as conn:
+        events = dict(
+            (await conn.execute(select(invite_events.c.id, invite_events.c.invite_id))).all()
+        )
+    assert [events[change.event_id] for change in changes] == [c.invite.id for c in changes]
+    assert all(change.invite.status == Status.INCERTO for change in changes)
 
 
 async def test_mark_failed_records_why_for_the_metrics(db: Database) -> None:

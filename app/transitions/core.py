@@ -75,9 +75,9 @@ def record_changes(
 
     Each row is copied from its invite as the caller's statement has just left it, in this
     transaction (``INSERT … SELECT``: one statement for all, its only parameters the ids), so
-    the caller must not change these invites again before it records them. Per-row parameters
-    had been a third of the worker's Python inside the write turn (docs/benchmarks.md, change
-    log row 32)."""
+    the caller must not change these invites again before it records them. The rows' own
+    parameters had been a fifth of the worker's write lane, measured alone (docs/benchmarks.md,
+    change log row 32)."""
     if not won:
         return []
     ids = [invite.id for invite in won]
@@ -92,14 +92,24 @@ def record_changes(
     ]
 
 
+#: Ids per ``INSERT … SELECT``: far under the 32,766 parameters SQLite and asyncpg take (an
+#: unbounded transition, ``expire_leases`` say, may change more rows than one statement binds).
+IDS_PER_STATEMENT = 5_000
+
+
 def _copied_ids(
     conn: Connection, statement: Insert, ids: list[int], params: dict[str, Any]
 ) -> list[int]:
     """Run an ``INSERT … SELECT … FROM invites`` for ``ids``; the new row ids, in their order."""
-    rows = conn.execute(statement, {"ids": ids, **params}).all()
-    by_invite = {int(row.invite_id): int(row.id) for row in rows}
-    if len(by_invite) != len(ids) or len(rows) != len(ids):
-        raise ValueError("each invite recorded once: ids repeated, or an invite is missing")
+    if len(set(ids)) != len(ids):
+        raise ValueError("an invite recorded twice by one transition")
+    by_invite: dict[int, int] = {}
+    for start in range(0, len(ids), IDS_PER_STATEMENT):
+        chunk = ids[start : start + IDS_PER_STATEMENT]
+        rows = conn.execute(statement, {"ids": chunk, **params}).all()
+        by_invite.update((int(row.invite_id), int(row.id)) for row in rows)
+    if len(by_invite) != len(ids):
+        raise ValueError("an invite to record is missing")
     return [by_invite[invite_id] for invite_id in ids]
 
 
