@@ -81,6 +81,8 @@ def record_changes(
     if not won:
         return []
     ids = [invite.id for invite in won]
+    if len(set(ids)) != len(ids):
+        raise ValueError("an invite recorded twice by one transition")
     class_value = failure_class.value if failure_class else None
     event_ids = _copied_ids(conn, _EVENTS_FROM_INVITES, ids, {"failure_class": class_value})
     if not enqueue:
@@ -100,9 +102,8 @@ IDS_PER_STATEMENT = 5_000
 def _copied_ids(
     conn: Connection, statement: Insert, ids: list[int], params: dict[str, Any]
 ) -> list[int]:
-    """Run an ``INSERT … SELECT … FROM invites`` for ``ids``; the new row ids, in their order."""
-    if len(set(ids)) != len(ids):
-        raise ValueError("an invite recorded twice by one transition")
+    """Run an ``INSERT … SELECT … FROM invites`` for ``ids`` (each once); the new row ids, in
+    their order."""
     by_invite: dict[int, int] = {}
     for start in range(0, len(ids), IDS_PER_STATEMENT):
         chunk = ids[start : start + IDS_PER_STATEMENT]
