@@ -36,21 +36,21 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "dev":
-            from app.dev import run_dev
+            from app.dev.run import run_dev
 
             return run_dev(args.host, args.port)
         if args.command == "worker":
-            from app.steady_worker import run
+            from app.sending.steady_worker import run
 
             return run()
         if args.command == "migrate":
-            from app.migrate import upgrade
+            from app.storage.migrate import upgrade
 
             upgrade(load_settings())
             print("Migrations applied.")
             return 0
         if args.command == "mailbox":
-            from app.mailbox import serve
+            from app.dev.mailbox import serve
 
             serve(args.dir, args.host, args.port)
             return 0
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 def _pause(args: argparse.Namespace) -> int:
     import asyncio
 
-    from app.db import Database
-    from app.pause import pause_sending, resume_sending
+    from app.sending.pause import pause_sending, resume_sending
+    from app.storage.database import Database
 
     async def run() -> str:
         db = Database(load_settings().database_url)
@@ -92,9 +92,9 @@ def _pause(args: argparse.Namespace) -> int:
 def _oncall(args: argparse.Namespace) -> int:
     import logging
 
+    from app.invites.status import Status
     from app.logs import configure_logging
-    from app.oncall import commands as oncall
-    from app.status import Status
+    from app.ops import commands as oncall
 
     # stdout is for the person; JSON warnings and errors go to stderr.
     configure_logging("cli", logging.WARNING)

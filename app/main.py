@@ -21,24 +21,24 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 
-from app.alarms import monitor_forever
 from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
-from app.db import Database
-from app.heap import collector_tuned_for_serving
+from app.invites.status import CANCELLABLE, RESENDABLE
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
-from app.metrics import SseConnections
-from app.oncall import page as ops
-from app.pause import PauseFlag, SendingNotice
-from app.queue import Publisher
+from app.ops import page as ops
+from app.ops.alarms import monitor_forever
+from app.ops.heap import collector_tuned_for_serving
+from app.ops.metrics import SseConnections
+from app.ops.snapshots import Snapshots
 from app.ratelimit import Limiter
-from app.snapshots import Snapshots
-from app.status import CANCELLABLE, RESENDABLE
+from app.sending.pause import PauseFlag, SendingNotice
+from app.sending.queue import Publisher
+from app.storage.database import Database
 from app.web import (
     answers,
     batch_stream,

@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 
 from app.batching import Batcher
 from app.config import Settings
-from app.validation import same_address
+from app.invites.validation import same_address
 
 log = logging.getLogger(__name__)
 

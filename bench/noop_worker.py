@@ -8,7 +8,7 @@ from typing import Any
 from arq.connections import RedisSettings
 
 from app.config import load_settings
-from app.worker import worker_options
+from app.sending.worker import worker_options
 
 QUEUE = "bench:noop"
 
@@ -44,7 +44,7 @@ if __name__ == "__main__":
 
     from arq.worker import Worker, get_kwargs
 
-    from app.steady_worker import use_uvloop
+    from app.sending.steady_worker import use_uvloop
 
     logging.basicConfig(level=logging.INFO)  # arq's "Starting worker" line: the bench waits for it
     use_uvloop()

@@ -135,12 +135,12 @@ def web(folder: Path, env: dict[str, str], port: int) -> Proc:
 
 
 def worker(
-    folder: Path, env: dict[str, str], settings_path: str = "app.worker.WorkerSettings"
+    folder: Path, env: dict[str, str], settings_path: str = "app.sending.worker.WorkerSettings"
 ) -> Proc:
     """The app's worker runs as deployed (``python -m app worker``: uvloop, outages ridden out);
     the no-op baseline the same way (``python -m bench.noop_worker``); the naive one through the
     plain arq CLI, as the obvious build would."""
-    if settings_path == "app.worker.WorkerSettings":
+    if settings_path == "app.sending.worker.WorkerSettings":
         args = [sys.executable, "-m", "app", "worker"]
     elif settings_path == "bench.noop_worker.WorkerSettings":
         args = [sys.executable, "-m", "bench.noop_worker"]

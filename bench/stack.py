@@ -20,8 +20,8 @@ from arq.worker import Worker
 from redis import Redis
 
 from app.config import Settings, load_settings
-from app.migrate import upgrade
-from app.worker import worker_options
+from app.sending.worker import worker_options
+from app.storage.migrate import upgrade
 from bench import procs
 from bench.client import BrowserSession, open_sessions
 from bench.load import Request, WrkResult, run_wrk_all
@@ -160,7 +160,10 @@ class Stack:
 
     @contextmanager
     def worker(
-        self, env: dict[str, str], name: str, settings_path: str = "app.worker.WorkerSettings"
+        self,
+        env: dict[str, str],
+        name: str,
+        settings_path: str = "app.sending.worker.WorkerSettings",
     ) -> Iterator[procs.Proc]:
         """``self.workers`` worker processes of ``settings_path``; yields the first of them."""
         key = "worker" if settings_path.startswith("app.") else "noop worker"

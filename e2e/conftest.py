@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from app.config import Settings
-from app.migrate import upgrade
+from app.storage.migrate import upgrade
 from e2e.spoken import listen, print_spoken
 
 # The same real Redis and SMTP servers as the fast tests come from the shared plugin

@@ -18,10 +18,10 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page, expect
 from redis.asyncio import Redis
 
-from app import transitions
 from app.config import Settings
-from app.db import Database
-from app.sweep import LEASE_EXPIRED_REASON
+from app.invites import transitions
+from app.sending.sweep import LEASE_EXPIRED_REASON
+from app.storage.database import Database
 from e2e.conftest import SLOW_AFTER_SECONDS, Stack
 from e2e.spoken import assertive, polite, spoken, wait_for_spoken
 from tests.helpers import announce

@@ -32,11 +32,11 @@ from starlette.types import Receive, Scope, Send
 
 from app.bounces.receiver import bounce_receiver
 from app.config import Settings, SmtpSettings, load_settings
-from app.db import Database
 from app.main import create_app
-from app.migrate import upgrade
-from app.steady_worker import SteadyWorker
-from app.worker import worker_options
+from app.sending.steady_worker import SteadyWorker
+from app.sending.worker import worker_options
+from app.storage.database import Database
+from app.storage.migrate import upgrade
 from tests.helpers import client_for
 from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
 from tests.signing_in import SENDER

@@ -16,12 +16,12 @@ from redis.asyncio import Redis
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.db import Database
+from app.invites.queries import invite_history
+from app.invites.records import INVITE, Change, Invite, record_from
+from app.invites.status import Status
 from app.live.wakeups import Announcer
-from app.models import invite_events, invites, outbox
-from app.queries import invite_history
-from app.records import INVITE, Change, Invite, record_from
-from app.status import Status
+from app.storage.database import Database
+from app.storage.tables import invite_events, invites, outbox
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
 

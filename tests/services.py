@@ -367,7 +367,9 @@ class AppProcess:
     @classmethod
     def arq_worker(cls, env: dict[str, str], log_path: Path) -> AppProcess:
         """The plain arq CLI on the same settings."""
-        return cls([sys.executable, "-m", "arq", "app.worker.WorkerSettings"], env, log_path)
+        return cls(
+            [sys.executable, "-m", "arq", "app.sending.worker.WorkerSettings"], env, log_path
+        )
 
     @classmethod
     def bounces(cls, env: dict[str, str], log_path: Path) -> AppProcess:

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from app.alarms import Alarms
-from app.health import DatabaseFacts, Health, Problem, RedisFacts
+from app.ops.alarms import Alarms
+from app.ops.health import DatabaseFacts, Health, Problem, RedisFacts
 
 NO_WORKER = Problem("no_live_worker", "Nenhum worker ativo e há convites esperando envio.")
 STALE = Problem(
@@ -23,14 +23,14 @@ def alarm_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str]]:
     return [
         (record.levelname, record.__dict__["alarm"], record.__dict__["alarm_state"])
         for record in caplog.records
-        if record.name == "app.alarms"
+        if record.name == "app.ops.alarms"
     ]
 
 
 def test_an_alarm_is_logged_once_when_raised_and_once_when_cleared(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.alarms")
+    caplog.set_level(logging.INFO, logger="app.ops.alarms")
     alarms = Alarms()
 
     for state in (health(), health(NO_WORKER), health(NO_WORKER), health(NO_WORKER, STALE)):

@@ -11,12 +11,13 @@ import pytest
 from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from app import invite_links, transitions
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
-from app.models import invite_links as links_table
-from app.status import Status
+from app.invites import links as invite_links
+from app.invites import transitions
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.tables import invite_links as links_table
 from tests.answering import invited, press
 from tests.helpers import (
     JSON,

@@ -16,7 +16,7 @@ import pytest
 
 from app.batches.progress import Throttle, received_text, summarize
 from app.config import Settings
-from app.status import Status
+from app.invites.status import Status
 from tests.batch_helpers import read_events
 from tests.fixtures import drain, process_env
 from tests.helpers import JSON, api_headers, post_invite

@@ -10,9 +10,9 @@ import httpx
 from openpyxl import Workbook
 
 from app.config import Settings
-from app.db import Database
-from app.status import Status
-from app.transitions import mark_bounced
+from app.invites.status import Status
+from app.invites.transitions import mark_bounced
+from app.storage.database import Database
 from tests.batch_helpers import addresses, review_file, review_text
 from tests.fixtures import drain
 from tests.helpers import client_for, invite_count, invite_row, post_invite, wait_for_status

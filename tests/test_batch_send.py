@@ -11,9 +11,9 @@ import httpx
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.db import Database
-from app.models import batches, invites
-from app.status import Status
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.tables import batches, invites
 from tests.batch_helpers import addresses, form_token, kept_rows, review_text, send_reviewed
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, client_for, post_invite, written

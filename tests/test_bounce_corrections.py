@@ -9,9 +9,9 @@ import httpx
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.db import Database
+from app.invites.status import Status
 from app.live.wakeups import sender_channel
-from app.status import Status
+from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import (
     JSON,

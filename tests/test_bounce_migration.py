@@ -6,7 +6,7 @@ from pathlib import Path
 
 from alembic import command
 
-from app.migrate import alembic_config, upgrade
+from app.storage.migrate import alembic_config, upgrade
 from tests.fixtures import make_settings
 
 

@@ -11,8 +11,8 @@ from redis.asyncio import Redis
 
 from app.bounces.heartbeat import RECEIVERS_KEY, beat
 from app.config import Settings
-from app.db import Database
-from app.records import Invite
+from app.invites.records import Invite
+from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import JSON, bounce_sample, client_for, invite_row, post_invite, send_bounce
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from app import transitions
 from app.bounces.heartbeat import RECEIVERS_KEY
 from app.config import Settings
-from app.db import Database
-from app.status import Status
+from app.invites import transitions
+from app.invites.status import Status
+from app.storage.database import Database
 from tests.fixtures import process_env
 from tests.helpers import bounce_sample, invite_row, send_bounce, verp_address, wait_for_status
 from tests.services import AppProcess, wait_for_port

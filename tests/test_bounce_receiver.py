@@ -10,14 +10,14 @@ import aiosmtplib
 import pytest
 from sqlalchemy import func, select, text
 
-from app import transitions
 from app.bounces.history import bounces_of
 from app.config import Settings
-from app.db import Database
-from app.models import bounces
-from app.queries import invite_history
-from app.records import Invite
-from app.status import Status
+from app.invites import transitions
+from app.invites.queries import invite_history
+from app.invites.records import Invite
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.tables import bounces
 from tests.helpers import bounce_sample, invite_row, send_bounce
 
 PERMANENT = [

@@ -11,10 +11,10 @@ import pytest
 
 from app.bounces.addresses import bounce_address, public_id_of
 from app.config import ConfigError, Settings, load_settings
-from app.mailer import Mailer, SendProgress, xtext
-from app.messages import build_message
-from app.records import Invite
-from app.status import Status
+from app.invites.records import Invite
+from app.invites.status import Status
+from app.sending.mailer import Mailer, SendProgress, xtext
+from app.sending.messages import build_message
 from tests.services import ScriptedSmtp, free_port
 
 PUBLIC_ID = "Ab3_-x9KqLmN0pQr"

@@ -20,9 +20,9 @@ import pytest
 from sqlalchemy import select
 
 from app.config import Settings
-from app.db import Database
-from app.models import invites
-from app.records import INVITE
+from app.invites.records import INVITE
+from app.storage.database import Database
+from app.storage.tables import invites
 from tests.fixtures import SENDER, process_env, short_lease_settings
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 from tests.signing_in import sign_in

@@ -11,13 +11,14 @@ import httpx
 from arq.connections import ArqRedis
 from sqlalchemy import select
 
-from app import transitions, worker
+from app.accounts.sessions import token_hash
 from app.config import Settings
-from app.db import Database
-from app.models import invite_links, invites
-from app.records import SIGNIN_MAIL
-from app.sessions import token_hash
-from app.status import Status
+from app.invites import transitions
+from app.invites.records import SIGNIN_MAIL
+from app.invites.status import Status
+from app.sending import worker
+from app.storage.database import Database
+from app.storage.tables import invite_links, invites
 from tests.helpers import JSON, invite_row, post_invite
 from tests.services import ScriptedSmtp
 

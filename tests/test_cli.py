@@ -11,13 +11,13 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import update
 
-from app import transitions
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
-from app.heartbeat import beat
-from app.models import outbox
-from app.status import Status
+from app.invites import transitions
+from app.invites.status import Status
+from app.sending.heartbeat import beat
+from app.storage.database import Database
+from app.storage.tables import outbox
 from tests.fixtures import drain, process_env
 from tests.helpers import invite_row, post_invite
 from tests.services import ScriptedSmtp, free_port

@@ -10,8 +10,8 @@ import httpx
 from jinja2 import Environment
 
 from app.config import Settings
-from app.db import Database
-from app.status import Status
+from app.invites.status import Status
+from app.storage.database import Database
 from app.web.middleware.csrf import csrf_field
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, csrf_token, invite_count, invite_row, page_token

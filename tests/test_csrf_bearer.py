@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.db import Database
+from app.storage.database import Database
 from tests.helpers import JSON, client_for, csrf_token, invite_count
 
 TOKEN = "token-de-operacao-bem-comprido"

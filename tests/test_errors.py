@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 
 from app.config import Settings
-from app.db import Database
 from app.logs import JsonFormatter
-from app.models import invites, metadata
+from app.storage.database import Database
+from app.storage.tables import invites, metadata
 from tests.helpers import client_for
 from tests.services import ScriptedSmtp
 

@@ -17,10 +17,10 @@ from sqlalchemy.exc import IntegrityError
 from app.batching import Batcher, Groups
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
-from app.queue import SEND_FUNCTION, enqueue_attempts, job_id_for
-from app.records import OutboxEntry
-from app.transitions import claim_for_sending, create_invite
+from app.invites.records import OutboxEntry
+from app.invites.transitions import claim_for_sending, create_invite
+from app.sending.queue import SEND_FUNCTION, enqueue_attempts, job_id_for
+from app.storage.database import Database
 
 
 def count_commits(db: Database) -> list[int]:

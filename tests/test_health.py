@@ -13,9 +13,9 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.health import redact_addresses
-from app.heartbeat import beat
-from app.status import Status
+from app.invites.status import Status
+from app.ops.health import redact_addresses
+from app.sending.heartbeat import beat
 from tests.fixtures import drain, running_app
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp, free_port

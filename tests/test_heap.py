@@ -1,5 +1,5 @@
 """The web's and the worker process's start-up heaps are frozen: full collections do not walk
-them again (``app.heap``)."""
+them again (``app.ops.heap``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from arq.connections import ArqRedis
 
-from app import worker
 from app.config import Settings
-from app.heap import FULL_COLLECTION_SPACING
+from app.ops.heap import FULL_COLLECTION_SPACING
+from app.sending import worker
 from tests.fixtures import process_env, running_app
 
 
@@ -34,7 +34,8 @@ async def test_the_web_freezes_what_start_up_built_out_of_the_collectors_sight(
 async def test_the_worker_process_freezes_its_start_up_heap_until_it_stops(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The hooks of `arq app.worker.WorkerSettings`, the class the worker's command line builds
+    # The hooks of `arq app.sending.worker.WorkerSettings`, the class the worker's command line
+    # builds
     # (its JSON logging left out: it would replace this test run's log handlers).
     monkeypatch.setattr(worker, "configure_logging", lambda _process: None)
     for key, value in process_env(settings).items():

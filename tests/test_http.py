@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.db import Database
+from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, csrf_token, page_token, post_invite, written
 

@@ -11,15 +11,16 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import delete
 
-from app import invite_links, transitions
 from app.config import Settings
-from app.db import Database
+from app.invites import links as invite_links
+from app.invites import transitions
+from app.invites.records import Change
+from app.invites.status import Status
 from app.live.wakeups import Announcer, sender_channel
-from app.models import invite_links as invite_links_table
-from app.queue import Publisher
-from app.records import Change
-from app.status import Status
-from app.sweep import reconcile
+from app.sending.queue import Publisher
+from app.sending.sweep import reconcile
+from app.storage.database import Database
+from app.storage.tables import invite_links as invite_links_table
 from tests.answering import answer_link, invited, press
 from tests.fixtures import drain
 from tests.helpers import (

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from app.config import Settings
-from app.db import Database
-from app.models import invites
-from app.validation import MAX_NAME_LENGTH
+from app.invites.validation import MAX_NAME_LENGTH
+from app.storage.database import Database
+from app.storage.tables import invites
 from tests.helpers import JSON, client_for, csrf_token
 from tests.services import ScriptedSmtp
 

@@ -1,4 +1,5 @@
-"""The steady worker's batched job plumbing (``app.job_claims``) keeps arq's rules, on a real
+"""The steady worker's batched job plumbing (``app.sending.job_claims``) keeps arq's rules, on a
+real
 Redis: a job is claimed by one worker only, never while it runs elsewhere, never before its
 time, never once it is done; and jobs finished together end exactly as arq ends each."""
 
@@ -17,8 +18,8 @@ from arq.constants import in_progress_key_prefix, result_key_prefix
 from arq.utils import timestamp_ms
 from redis.asyncio import Redis
 
-from app.job_claims import claim_many
-from app.steady_worker import SteadyWorker
+from app.sending.job_claims import claim_many
+from app.sending.steady_worker import SteadyWorker
 from tests.services import RedisServer
 
 QUEUE = "test:claims"

@@ -12,12 +12,12 @@ from sqlalchemy import update
 
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
+from app.invites.status import Status
 from app.live.wakeups import Announcer
-from app.models import invites
-from app.queue import SEND_FUNCTION, Publisher, in_progress_hold_seconds
-from app.status import Status
-from app.sweep import reconcile
+from app.sending.queue import SEND_FUNCTION, Publisher, in_progress_hold_seconds
+from app.sending.sweep import reconcile
+from app.storage.database import Database
+from app.storage.tables import invites
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_row, post_invite, statuses
 from tests.services import ScriptedSmtp

@@ -15,15 +15,16 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from app import heartbeat, queries, transitions
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
+from app.invites import queries, transitions
+from app.invites.records import Invite
 from app.live.hub import Hub
 from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer, sender_channel
-from app.models import invite_events
-from app.records import Invite
+from app.sending import heartbeat
+from app.storage.database import Database
+from app.storage.tables import invite_events
 from tests.fixtures import BACKEND, SENDER, drain, process_env
 from tests.helpers import announce, invite_row, post_invite
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port

@@ -15,13 +15,13 @@ from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 from sqlalchemy.util import await_only
 
-from app import queries, transitions
 from app.config import Settings
-from app.db import Database
+from app.invites import queries, transitions
+from app.invites.records import Invite
 from app.live.feed import LiveFeed
 from app.live.settle import StreamCursor
 from app.main import build_templates
-from app.records import Invite
+from app.storage.database import Database
 from app.web.events import render_row
 from app.web.static import StaticAssets
 

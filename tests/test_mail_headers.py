@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.db import Database
-from app.mailer import PermanentSendError, _address_header, _subject
+from app.sending.mailer import PermanentSendError, _address_header, _subject
+from app.storage.database import Database
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from tests.helpers import api_headers, invite_count
 

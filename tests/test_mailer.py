@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from app.config import Settings
-from app.mailer import Mailer, SendProgress, TransientSendError
-from app.messages import build_message
-from app.records import Invite
-from app.status import Status
+from app.invites.records import Invite
+from app.invites.status import Status
+from app.sending.mailer import Mailer, SendProgress, TransientSendError
+from app.sending.messages import build_message
 from tests.services import ScriptedSmtp, free_port
 
 

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.heartbeat import beat
-from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, SSE_KEY, Observations, SseConnections
+from app.ops.metrics import ACCEPTED_TO_SENT, SEND_DURATION, SSE_KEY, Observations, SseConnections
+from app.sending.heartbeat import beat
 from tests.fixtures import drain, running_app
 from tests.helpers import post_invite
 from tests.services import ScriptedSmtp, free_port

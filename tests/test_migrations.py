@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.migrate import alembic_config, upgrade
-from app.models import metadata
+from app.storage.migrate import alembic_config, upgrade
+from app.storage.tables import metadata
 from tests.fixtures import make_settings
 
 

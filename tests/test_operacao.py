@@ -10,9 +10,9 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.db import Database
-from app.heartbeat import beat
-from app.status import Status
+from app.invites.status import Status
+from app.sending.heartbeat import beat
+from app.storage.database import Database
 from tests.fixtures import drain, running_app
 from tests.helpers import JSON, invite_row, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp

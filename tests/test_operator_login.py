@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.oncall.auth import FAILURES_ALLOWED
+from app.ops.auth import FAILURES_ALLOWED
 from tests.helpers import client_for, page_token
 
 TOKEN = "token-de-operacao-bem-comprido"

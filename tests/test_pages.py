@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from app import queries, transitions
-from app.db import Database
+from app.invites import queries, transitions
+from app.storage.database import Database
 from tests.helpers import csrf_token, invite_row, post_invite
 
 ROOT = Path(__file__).resolve().parent.parent

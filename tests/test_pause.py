@@ -17,10 +17,10 @@ from arq.worker import Worker
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.db import Database
-from app.heartbeat import beat
-from app.pause import current_pause, pause_sending, resume_sending
-from app.status import Status
+from app.invites.status import Status
+from app.sending.heartbeat import beat
+from app.sending.pause import current_pause, pause_sending, resume_sending
+from app.storage.database import Database
 from app.web.present import TEAM_PAUSED_NOTICE
 from tests.fixtures import drain, process_env
 from tests.helpers import JSON, client_for, invite_row, post_invite, wait_for_status

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.db import Database
-from app.migrate import upgrade
-from app.status import Status
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.migrate import upgrade
 from tests.fixtures import SENDER, app_client, make_settings, process_env, short_lease_settings
 from tests.helpers import invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port

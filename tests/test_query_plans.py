@@ -7,7 +7,7 @@ live hub's check read all of ``ix_invite_events_sender_id`` every second for the
 GROUP BY, the sweep grouped the whole outbox every two seconds, and each sign-in link read
 every link ever issued to retire the address's older ones. These tests run those paths
 on a real SQLite file and ask SQLite for the plan of each statement they sent
-(``EXPLAIN QUERY PLAN``, with the statement's own parameters). ``app.models.unindexed``.
+(``EXPLAIN QUERY PLAN``, with the statement's own parameters). ``app.storage.tables.unindexed``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from app import queries, signin, sweep
+from app.accounts import signin
 from app.clock import utcnow
-from app.db import Database
-from app.records import SIGNIN_MAIL
-from app.transitions import claim_with_link, create_invite, mark_sent
+from app.invites import queries
+from app.invites.records import SIGNIN_MAIL
+from app.invites.transitions import claim_with_link, create_invite, mark_sent
+from app.sending import sweep
+from app.storage.database import Database
 
 INVITES = 30
 Sent = list[tuple[str, Any]]

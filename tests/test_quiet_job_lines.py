@@ -25,7 +25,7 @@ def test_arqs_job_lines_are_dropped_and_its_other_lines_kept(
     arq.info("%6.2fs ← %s ● %s", 0.02, "convite:x:1:2:send_invite", "'enviado'")
     arq.info("%6.2fs ↻ %s retrying job in %0.2fs", 0.03, "convite:y:1:3:send_invite", 5.0)
     arq.info("Starting worker for %d functions: %s", 1, "send_invite")
-    logging.getLogger("app.worker").info("sending", extra={"invite": "x", "attempt": 1})
+    logging.getLogger("app.sending.worker").info("sending", extra={"invite": "x", "attempt": 1})
 
     messages = [json.loads(line)["message"] for line in capsys.readouterr().err.splitlines()]
     assert messages == [

@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.db import Database
+from app.invites.status import Status
 from app.ratelimit import (
     STREAM_SLOT_SECONDS,
     Limit,
@@ -20,7 +20,7 @@ from app.ratelimit import (
     TooManyStreams,
     open_stream_slot,
 )
-from app.status import Status
+from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import api_headers, client_for, invite_count, invite_row, page_token
 from tests.services import ScriptedSmtp, free_port

@@ -14,11 +14,11 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.db import Database
-from app.heartbeat import live_workers
-from app.status import Status
-from app.steady_worker import SteadyWorker
-from app.worker import shutdown, startup, worker_options
+from app.invites.status import Status
+from app.sending.heartbeat import live_workers
+from app.sending.steady_worker import SteadyWorker
+from app.sending.worker import shutdown, startup, worker_options
+from app.storage.database import Database
 from tests.fixtures import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp

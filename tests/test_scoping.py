@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.db import Database
-from app.status import Status
+from app.invites.status import Status
+from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_row, post_invite
 from tests.services import ScriptedSmtp

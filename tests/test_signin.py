@@ -12,14 +12,14 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from app.accounts import account_by_email
+from app.accounts.store import account_by_email
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
-from app.models import invites, signin_tokens
+from app.invites.records import SIGNIN_MAIL
+from app.invites.status import Status
 from app.ratelimit import client_network
-from app.records import SIGNIN_MAIL
-from app.status import Status
+from app.storage.database import Database
+from app.storage.tables import invites, signin_tokens
 from tests.fixtures import SENDER, app_client, drain, process_env
 from tests.helpers import (
     JSON,

@@ -8,7 +8,7 @@ from dataclasses import replace
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.heartbeat import beat
+from app.sending.heartbeat import beat
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp
 

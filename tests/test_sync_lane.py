@@ -1,5 +1,5 @@
 """Batched writes and reads in one hop: the group commit and the shared session reads run as
-synchronous operations, on SQLite on a lane thread of their own (``app.sync_lane``)."""
+synchronous operations, on SQLite on a lane thread of their own (``app.storage.sync_lane``)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
-from app import sessions
-from app.accounts import find_or_create_account
+from app.accounts import sessions
+from app.accounts.store import find_or_create_account
 from app.clock import utcnow
-from app.db import Database
-from app.models import outbox
-from app.outbox import outbox_values
-from app.records import Duplicate
-from app.sync_lane import SyncLane
-from app.transitions import create_invite
-from app.transitions.core import insert_in_order
+from app.invites.records import Duplicate
+from app.invites.transitions import create_invite
+from app.invites.transitions.core import insert_in_order
+from app.sending.outbox import outbox_values
+from app.storage.database import Database
+from app.storage.sync_lane import SyncLane
+from app.storage.tables import outbox
 from tests.fixtures import BACKEND
 
 on_sqlite = pytest.mark.skipif(BACKEND != "sqlite", reason="the lanes are SQLite's")

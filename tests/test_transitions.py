@@ -9,17 +9,17 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from app import transitions
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
-from app.models import invite_events, invites, outbox
-from app.queries import invite_history
-from app.records import Change, Invite
-from app.status import FailureClass, Status
-from app.sweep import LEASE_EXPIRED_REASON
-from app.transitions import core
-from app.transitions.core import transition_each
+from app.invites import transitions
+from app.invites.queries import invite_history
+from app.invites.records import Change, Invite
+from app.invites.status import FailureClass, Status
+from app.invites.transitions import core
+from app.invites.transitions.core import transition_each
+from app.sending.sweep import LEASE_EXPIRED_REASON
+from app.storage.database import Database
+from app.storage.tables import invite_events, invites, outbox
 from tests.helpers import invite_row
 
 LEASE = 60.0

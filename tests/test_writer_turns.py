@@ -1,4 +1,5 @@
-"""SQLite writers' turns (``app.db.WriterTurns``): bounded, fair, and never a thread that cannot
+"""SQLite writers' turns (``app.storage.database.WriterTurns``): bounded, fair, and never a thread
+that cannot
 be woken, so a process (or a test run) with a writer still waiting exits at once."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app import db as db_module
-from app.db import WriterTurns
+from app.storage import database as db_module
+from app.storage.database import WriterTurns
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +83,7 @@ async def test_turns_alternate_between_two_writers_of_one_file(tmp_path: Path) -
 SHUTDOWN_SCRIPT = """
 import asyncio, fcntl, os, sys
 sys.path.insert(0, {root!r})
-from app.db import WriterTurns
+from app.storage.database import WriterTurns
 
 database = {database!r}
 holder = os.open(database + ".writelock", os.O_RDWR | os.O_CREAT, 0o600)

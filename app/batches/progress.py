@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from app.status import Status
+from app.invites.status import Status
 
 #: Still to be decided: while any invite is here, the batch is not finished.
 IN_FLIGHT = frozenset({Status.PENDENTE, Status.ENVIANDO})

@@ -1,6 +1,6 @@
 """Each row's verdict before anything is written: the review a person reads row by row.
 
-The checks are the single form's (``app.validation``), plus what only a list can have: a row
+The checks are the single form's (``app.invites.validation``), plus what only a list can have: a row
 repeated in it, an address this sender already invited (still on its way), one that bounced
 before, and one that has reached its per-recipient limit today.
 """
@@ -18,11 +18,11 @@ from sqlalchemy import select
 from app import ratelimit
 from app.batches.parse import Row
 from app.config import Settings
-from app.db import Database
-from app.models import invites
-from app.records import INVITE, Invite, record_from
-from app.status import ON_ITS_WAY, Status
-from app.validation import check_email, check_name, same_address
+from app.invites.records import INVITE, Invite, record_from
+from app.invites.status import ON_ITS_WAY, Status
+from app.invites.validation import check_email, check_name, same_address
+from app.storage.database import Database
+from app.storage.tables import invites
 
 
 class Verdict(StrEnum):

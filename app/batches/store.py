@@ -1,6 +1,6 @@
 """The ``batches`` table: a whole batch written in one transaction, and what its page reads.
 
-A batch's invites, their events and outbox rows are written by ``app.transitions``'
+A batch's invites, their events and outbox rows are written by ``app.invites.transitions``'
 ``create_invites`` (the same four statements as any invite) inside the batch's own group
 commit, after the ``batches`` row. The duplicate check runs first, in that transaction: if any
 address is already on its way, nothing at all is written and the caller is told which.
@@ -14,14 +14,14 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, insert, select
 
-from app import queries
 from app.clock import utcnow
-from app.db import Database
-from app.models import batches, invite_events, invites
-from app.records import Change, Invite, NewInvite, new_public_id, record_from
-from app.status import Status
-from app.transitions import create_invites
-from app.transitions.sending import on_their_way
+from app.invites import queries
+from app.invites.records import Change, Invite, NewInvite, new_public_id, record_from
+from app.invites.status import Status
+from app.invites.transitions import create_invites
+from app.invites.transitions.sending import on_their_way
+from app.storage.database import Database
+from app.storage.tables import batches, invite_events, invites
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.bounces.reasons import history_line
-from app.db import Database
-from app.models import bounces, invites
-from app.records import Invite, record_from
-from app.status import Status
+from app.invites.records import Invite, record_from
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.tables import bounces, invites
 
 
 @dataclass(frozen=True)

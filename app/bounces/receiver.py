@@ -27,8 +27,8 @@ from app.bounces.addresses import public_id_of
 from app.bounces.heartbeat import HEARTBEAT_SECONDS, beat, forget
 from app.bounces.store import receive
 from app.config import VAR_DIR, Settings
-from app.db import Database
 from app.live.wakeups import Announcer
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 

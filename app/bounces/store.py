@@ -2,7 +2,7 @@
 
 ``receive`` stores the raw message first (a row in ``bounces``; the same bounce twice is one
 row, by its fingerprint), then, in the same transaction:
-- a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.transitions``);
+- a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.invites.transitions``);
 - anything else — a delay, a report that is no failure, a bounce for an invite in any other
   state (already answered, already devolvido, sent again since), one we cannot read — is kept
   as a history line of its invite, with no status change.
@@ -21,14 +21,14 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app import transitions
 from app.bounces.addresses import public_id_of
 from app.bounces.reader import BounceKind, Verdict, read_bounce
 from app.bounces.reasons import bounce_reason
 from app.clock import utcnow
-from app.db import Database
-from app.models import bounces, invites
-from app.records import Change, Invite, record_from
+from app.invites import transitions
+from app.invites.records import Change, Invite, record_from
+from app.storage.database import Database
+from app.storage.tables import bounces, invites
 
 log = logging.getLogger(__name__)
 

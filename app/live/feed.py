@@ -22,12 +22,12 @@ from datetime import datetime
 
 from sse_starlette import ServerSentEvent
 
-from app import queries
 from app.clock import utcnow
-from app.db import Database
+from app.invites import queries
+from app.invites.queries import EventMark
+from app.invites.records import Invite
 from app.live.settle import StreamCursor
-from app.queries import EventMark
-from app.records import Invite
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app import queries
-from app.db import Database
+from app.invites import queries
 from app.live.settle import SETTLE_SECONDS, TrailingFloor
 from app.live.wakeups import CHANNEL_PREFIX
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

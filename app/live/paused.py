@@ -10,7 +10,7 @@ import time
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.heartbeat import live_workers
+from app.sending.heartbeat import live_workers
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from app import queries
 from app.clock import utcnow
-from app.db import Database
-from app.queries import EventMark
-from app.records import Event
+from app.invites import queries
+from app.invites.queries import EventMark
+from app.invites.records import Event
+from app.storage.database import Database
 
 SETTLE_SECONDS = 2.0
 

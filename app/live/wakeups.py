@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.batching import Batcher
-from app.records import Change
+from app.invites.records import Change
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@
 Opening it (GET) changes nothing. **Aceitar convite** records ``aceito`` and signs the invitee
 in as the invited address (the link proves they read that inbox); **Recusar** records
 ``recusado`` and leaves a way to accept while the link is valid. Each answer is one conditional
-UPDATE (``app.transitions.answered``): a second click, a replaced or closed link records nothing
+UPDATE (``app.invites.transitions.answered``): a second click, a replaced or closed link records
+nothing
 and reads what is true now. A replaced, cancelled or expired link answers 410.
 """
 
@@ -16,11 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from app import accounts, invite_links, transitions
-from app.invite_links import GONE, LinkState, OpenedLink
+from app.accounts import store as accounts
+from app.invites import links as invite_links
+from app.invites import transitions
+from app.invites.links import GONE, LinkState, OpenedLink
+from app.invites.records import Change
+from app.invites.validation import same_address
 from app.live.wakeups import Announcer
-from app.records import Change
-from app.validation import same_address
 from app.web.common import db_of, render, settings_of, wants_json
 from app.web.identity import begin_session, identify
 

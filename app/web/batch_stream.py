@@ -12,10 +12,10 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app import queries
 from app.batches import progress, store
 from app.batches.store import Batch
-from app.records import INVITE, Invite
+from app.invites import queries
+from app.invites.records import INVITE, Invite
 from app.web.common import db_of, error_response
 from app.web.events import Stream, cursor_from, serve
 from app.web.identity import identify

@@ -19,10 +19,10 @@ from app.batches import parse, progress, store
 from app.batches.parse import Row, TooManyRows, UnreadableBatch
 from app.batches.review import Review, review
 from app.clock import utcnow
+from app.invites.records import NewInvite
+from app.invites.status import Status
+from app.invites.validation import check_message
 from app.logs import correlation_id
-from app.records import NewInvite
-from app.status import Status
-from app.validation import check_message
 from app.web.common import (
     db_of,
     error_response,

@@ -1,7 +1,7 @@
 """``POST /convites/{id}/cancelar``: the sender calls off an invite that has no answer yet.
 
 The row's **Cancelar convite** opens a confirmation step (native ``<details>``, no JS); its
-button posts here. ``cancelado`` is one conditional UPDATE (``app.transitions.answered``): a
+button posts here. ``cancelado`` is one conditional UPDATE (``app.invites.transitions.answered``): a
 ``pendente`` invite's claim then loses (it is never sent), and a sent one's link answers 410.
 Without JS a 303 to the invite's page; with htmx 200 and the row; JSON 200 and the invite.
 """
@@ -14,9 +14,9 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app import transitions
 from app.clock import utcnow
-from app.status import CANCELLABLE, Status
+from app.invites import transitions
+from app.invites.status import CANCELLABLE, Status
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import publish_fast
 from app.web.identity import signed_in

@@ -10,11 +10,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
 from app.config import Settings
-from app.db import Database
-from app.records import Account
+from app.invites.records import Account
+from app.storage.database import Database
 
 #: Session keys: the browser's own random id (CSRF, its sign-in mails), and the token of the
-#: server-side session once someone signed in (``app.sessions``). Cookies from before accounts
+#: server-side session once someone signed in (``app.accounts.sessions``). Cookies from before
+#: accounts
 #: carried a ``sender`` key; it is ignored, and the rows it made stay as they were.
 VISITOR_KEY = "visitante"
 SESSION_KEY = "sessao"

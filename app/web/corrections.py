@@ -1,6 +1,7 @@
 """``POST /convites/{id}/corrigir``: a ``devolvido`` invite goes out again to a corrected address.
 
-The address is checked like a new invite's (``app.validation``), counted against the same send
+The address is checked like a new invite's (``app.invites.validation``), counted against the same
+send
 limits, and the invite goes back to ``pendente`` with a new attempt through the state machine;
 its history keeps the bounce. Works without JavaScript (a plain form post, 303) and with htmx
 (202 with the row; a 422 re-renders the row with the message next to the field).
@@ -14,12 +15,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app import queries, transitions
 from app.bounces.history import bounces_of
 from app.clock import utcnow
-from app.records import Invite
-from app.status import CORRECTABLE
-from app.validation import InvalidInvite, parse_invite
+from app.invites import queries, transitions
+from app.invites.records import Invite
+from app.invites.status import CORRECTABLE
+from app.invites.validation import InvalidInvite, parse_invite
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in

@@ -22,15 +22,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from app import queries
 from app.clock import utcnow
 from app.config import Settings
-from app.db import Database
+from app.invites import queries
+from app.invites.records import INVITE, SIGNIN_MAIL, Invite
 from app.live.feed import LiveFeed
 from app.live.hub import Hub, Wakeup
 from app.live.settle import StreamCursor
-from app.pause import SendingNotice
-from app.records import INVITE, SIGNIN_MAIL, Invite
+from app.sending.pause import SendingNotice
+from app.storage.database import Database
 from app.web.common import db_of, error_response, settings_of, templates_of, visitor_id
 from app.web.identity import identify
 from app.web.params import BadParameter, whole_number
@@ -233,7 +233,7 @@ async def serve(request: Request, live: Stream) -> Response:
     live.slot = slot
 
     async def generate() -> AsyncIterator[ServerSentEvent | bytes]:
-        # Counted inside the generator: exactly while the stream is open (see app.metrics).
+        # Counted inside the generator: exactly while the stream is open (see app.ops.metrics).
         try:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
                 live.wakeup = wakeup

@@ -10,9 +10,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.invites.records import Change
 from app.live.wakeups import Announcer
-from app.queue import Publisher
-from app.records import Change
+from app.sending.queue import Publisher
 from app.web.common import is_htmx, render, wants_json
 
 

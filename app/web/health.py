@@ -1,7 +1,7 @@
 """``GET /saude`` (the health summary, 200 or 503) and ``GET /metrics`` (Prometheus).
 
 Both are served from a per-process snapshot at most ``STATUS_SNAPSHOT_SECONDS`` old
-(``app.snapshots``), so scraping them cannot make the database scan its tables at will.
+(``app.ops.snapshots``), so scraping them cannot make the database scan its tables at will.
 ``/saude`` is public and shows failures by class only; with ``METRICS_TOKEN`` set, ``/metrics``
 needs ``Authorization: Bearer <METRICS_TOKEN>``.
 """
@@ -15,9 +15,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app import metrics
-from app.health import check_health, health_json, probe
-from app.snapshots import Snapshots
+from app.ops import metrics
+from app.ops.health import check_health, health_json, probe
+from app.ops.snapshots import Snapshots
 from app.web.common import db_of, error_response, settings_of
 
 NO_STORE = {"Cache-Control": "no-store"}
@@ -47,7 +47,7 @@ def _metrics_allowed(request: Request) -> bool:
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """Every number is read from the database and Redis (see ``app.metrics``), at most a
+    """Every number is read from the database and Redis (see ``app.ops.metrics``), at most a
     snapshot's age ago."""
     if not _metrics_allowed(request):
         response = error_response(request, 401, METRICS_REFUSED)

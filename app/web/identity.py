@@ -1,7 +1,7 @@
 """Who is asking: the signed-in account behind the session cookie, and the doors that need one.
 
 The signed cookie (``app.web.middleware.sessions``) carries the token of a server-side session
-(``app.sessions``); each endpoint that needs the account looks it up once (``identify``).
+(``app.accounts.sessions``); each endpoint that needs the account looks it up once (``identify``).
 ``signed_in`` guards an endpoint: nobody signed in gets 401 (JSON), ``HX-Redirect`` (htmx) or a
 303 to ``/entrar`` (a plain form or page), and the endpoint never runs.
 """
@@ -15,8 +15,8 @@ from functools import wraps
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app import sessions
-from app.records import Account
+from app.accounts import sessions
+from app.invites.records import Account
 from app.web.common import SESSION_KEY, VISITOR_KEY, db_of, is_htmx, settings_of, wants_json
 
 Handler = Callable[[Request], Awaitable[Response]]

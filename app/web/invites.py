@@ -11,13 +11,14 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app import queries, ratelimit, transitions
+from app import ratelimit
 from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
+from app.invites import queries, transitions
+from app.invites.records import Account, Change, Duplicate, Invite
+from app.invites.status import RESENDABLE, Status
+from app.invites.validation import InvalidInvite, parse_invite, same_address
 from app.logs import correlation_id
-from app.records import Account, Change, Duplicate, Invite
-from app.status import RESENDABLE, Status
-from app.validation import InvalidInvite, parse_invite, same_address
 from app.web.common import (
     client_address,
     db_of,
@@ -224,7 +225,8 @@ def _before(request: Request) -> int | None:
 
 @signed_in
 async def list_mine(request: Request) -> Response:
-    """GET /convites: this sender's invites, newest first, in pages of ``app.queries.PAGE_SIZE``."""
+    """GET /convites: this sender's invites, newest first, in pages of
+    ``app.invites.queries.PAGE_SIZE``."""
     before = _before(request)
     if wants_json(request):
         chosen = chosen_filter(request)

@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from app.bounces.simulate import CannotSimulate, send_report
-from app.mailbox import list_messages, read_message
+from app.dev.mailbox import list_messages, read_message
 from app.web.common import error_response, render, settings_of
 
 log = logging.getLogger(__name__)

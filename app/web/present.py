@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from app.records import Event, Invite
-from app.status import Status
+from app.invites.records import Event, Invite
+from app.invites.status import Status
 
 DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
 

@@ -15,11 +15,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from app import accounts, queries, ratelimit, signin, transitions
+from app import ratelimit
+from app.accounts import signin
+from app.accounts import store as accounts
 from app.clock import utcnow
+from app.invites import queries, transitions
+from app.invites.records import SIGNIN_MAIL, Change
+from app.invites.validation import check_email, check_name
 from app.logs import correlation_id
-from app.records import SIGNIN_MAIL, Change
-from app.validation import check_email, check_name
 from app.web.common import (
     client_address,
     db_of,

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.config import Settings
-from app.metrics import SseConnections
+from app.ops.metrics import SseConnections
 from app.ratelimit import StreamSlot, TooManyStreams, open_stream_slot
 from app.web.common import client_address, error_response, too_many_requests
 

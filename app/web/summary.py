@@ -1,6 +1,7 @@
 """The summary line above "Meus convites" and its filter by state (plain links, no JS needed).
 
-The summary is read from the database (``app.queries.status_counts``); the page script asks for
+The summary is read from the database (``app.invites.queries.status_counts``); the page script asks
+for
 it again (``GET /convites/resumo``) after a row changes, silently: it is not a live region, the
 row's own announcement is what a screen reader hears.
 """
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app import queries
-from app.status import AWAITING_ANSWER, NEEDS_ATTENTION, Status
+from app.invites import queries
+from app.invites.status import AWAITING_ANSWER, NEEDS_ATTENTION, Status
 from app.web.common import db_of, render, sender_id, wants_json
 from app.web.identity import signed_in
 

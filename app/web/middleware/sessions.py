@@ -13,7 +13,7 @@ class SchemeAwareSessionMiddleware:
     terminate TLS somewhere that does not say so. A ``Secure`` cookie is named with the
     ``__Host-`` prefix: the browser then keeps it only from HTTPS, for this host alone and path
     ``/`` (no subdomain can plant or read it). The cookie holds the browser's id and the token
-    of its server-side session (``app.sessions``), never the account itself.
+    of its server-side session (``app.accounts.sessions``), never the account itself.
     """
 
     def __init__(

@@ -1,0 +1,1 @@
+"""Accounts: senders, their sign-in links and server-side sessions."""

@@ -1,0 +1,1 @@
+"""Development: ``python -m app dev``, its process supervisor and the local mailbox."""

@@ -1,0 +1,1 @@
+"""Invites: statuses, records, validation, the state machine (transitions) and reads."""

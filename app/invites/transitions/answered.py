@@ -1,0 +1,111 @@
+"""The invitee's answer, the sender's cancel, and the sweep's expiry: the ends of an invite.
+
+enviado | incerto | devolvido | recusado → aceito (the link, while live; a click proves arrival)
+enviado | incerto | devolvido → recusado (the link, while live)
+pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
+enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import exists, select
+
+from app.accounts.sessions import token_hash
+from app.clock import utcnow
+from app.invites.records import INVITE, Change
+from app.invites.status import ANSWERABLE, CANCELLABLE, EXPIRABLE, Status
+from app.invites.transitions.core import transition, transition_all
+from app.storage.database import Database
+from app.storage.tables import invite_links, invites
+
+
+def _through_live_link(token: str, ttl_seconds: float) -> Any:
+    """The invite whose live, unexpired link this token is (a replaced link answers nothing)."""
+    return invites.c.id.in_(
+        select(invite_links.c.invite_id).where(
+            invite_links.c.token_hash == token_hash(token),
+            invite_links.c.replaced_at.is_(None),
+            invite_links.c.created_at > utcnow() - timedelta(seconds=ttl_seconds),
+        )
+    )
+
+
+async def accept(db: Database, token: str, ttl_seconds: float) -> Change | None:
+    """``→ aceito`` through the invite's live link; ``None`` when it was already answered (or
+    the link is replaced, expired, cancelled): of two clicks, one records the answer."""
+    return await transition(
+        db,
+        [
+            _through_live_link(token, ttl_seconds),
+            invites.c.status.in_([s.value for s in ANSWERABLE]),
+        ],
+        {"status": Status.ACEITO.value, "error": None, "next_attempt_at": None},
+    )
+
+
+async def decline(db: Database, token: str, ttl_seconds: float) -> Change | None:
+    """``→ recusado`` through the invite's live link; ``None`` when already answered."""
+    open_states = [s.value for s in ANSWERABLE if s != Status.RECUSADO]
+    return await transition(
+        db,
+        [_through_live_link(token, ttl_seconds), invites.c.status.in_(open_states)],
+        {"status": Status.RECUSADO.value, "error": None, "next_attempt_at": None},
+    )
+
+
+async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
+    """``→ cancelado`` by its sender, before any answer; its link then answers 410.
+
+    A ``pendente`` invite's claim (conditional on ``pendente``) loses afterwards: never sent.
+    ``None`` when the invite is answered, sending right now, or already closed.
+    """
+    return await transition(
+        db,
+        [
+            invites.c.public_id == public_id,
+            invites.c.sender_id == sender_id,
+            invites.c.kind == INVITE,
+            invites.c.status.in_([s.value for s in CANCELLABLE]),
+        ],
+        {
+            "status": Status.CANCELADO.value,
+            "error": None,
+            "next_attempt_at": None,
+            "lease_expires_at": None,
+        },
+    )
+
+
+async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) -> list[Change]:
+    """Every ``enviado``/``incerto`` invitation whose live link was issued more than
+    ``ttl_seconds`` ago, unanswered, becomes ``expirado``.
+
+    Counted from the link, not from ``sent_at``: a re-send's new attempt carries a new link and
+    a full period, and a row written before links existed (no link) is never expired. One
+    conditional UPDATE over the oldest ``limit``: an answer that commits first wins. The link
+    stays, and answers 410 "expirado".
+    """
+    horizon = utcnow() - timedelta(seconds=ttl_seconds)
+    old_link = exists(
+        select(invite_links.c.id).where(
+            invite_links.c.invite_id == invites.c.id,
+            invite_links.c.replaced_at.is_(None),
+            invite_links.c.created_at < horizon,
+        )
+    )
+    due = [
+        invites.c.kind == INVITE,  # a sign-in mail has no answer to wait for
+        invites.c.status.in_([s.value for s in EXPIRABLE]),
+        old_link,
+    ]
+    oldest = select(invites.c.id).where(*due).order_by(invites.c.id).limit(limit)
+    async with db.write() as conn:
+        changes = await conn.run_sync(
+            transition_all,
+            [invites.c.id.in_(oldest), *due],
+            {"status": Status.EXPIRADO.value, "error": None},
+        )
+    return sorted(changes, key=lambda change: change.invite.id)

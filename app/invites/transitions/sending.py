@@ -1,0 +1,323 @@
+"""Sending: a new row, the worker's claim, and its verdicts (sent, retry, failed, uncertain).
+
+pendente → enviando → enviado | pendente (retry) | falhou
+enviando → incerto (lease expired, or the send broke mid-DATA)
+enviando → pendente (graceful stop before DATA; the hourly budget is spent)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from app.clock import utcnow
+from app.invites.links import issue_for_claims
+from app.invites.records import (
+    INVITE,
+    Change,
+    Duplicate,
+    Invite,
+    NewInvite,
+    new_public_id,
+    record_from,
+)
+from app.invites.status import ON_ITS_WAY, FailureClass, Status
+from app.invites.transitions.core import (
+    insert_in_order,
+    record_changes,
+    transition,
+    transition_all,
+    transition_each,
+)
+from app.storage.database import Database
+from app.storage.tables import invites, keyed_in, keyed_params, unindexed
+
+# Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
+_ON_THEIR_WAY = select(invites).where(
+    # Found on ix_invites_sender_email, not by status.
+    *keyed_in((invites.c.sender_id, invites.c.email)),
+    invites.c.kind == INVITE,
+    unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
+)
+
+
+def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
+    """The invites these senders already have on the way (or arrived) to these addresses."""
+    pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
+    if not pairs:
+        return {}
+    rows = conn.execute(_ON_THEIR_WAY, keyed_params(pairs))
+    found = [record_from(Invite, row) for row in rows.all()]
+    return {(invite.sender_id, invite.email): invite for invite in found}
+
+
+def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
+    """Write ``pendente`` invites, their first events and outbox rows: four statements for all.
+
+    An invitation to an address its sender already has on the way (``pendente``, ``enviando``,
+    ``enviado``), in the database or earlier in this batch, is not written: it gets a
+    ``Duplicate`` naming the existing one. Checked inside the write transaction, so two double
+    clicks in one batch (or, on SQLite, anywhere) cannot both pass. Run inside one transaction
+    (``Database.write_many`` for group commit); the caller publishes each ``Change.outbox_id``.
+    """
+    now = utcnow()
+    existing = on_their_way(conn, requests)
+    fresh: list[NewInvite] = []
+    in_batch: set[tuple[str, str]] = set()
+    repeats: list[tuple[str, str] | None] = []  # per request: the key it repeats, if any
+    for request in requests:
+        key = (request.sender_id, request.email)
+        if request.kind == INVITE and (key in existing or key in in_batch):
+            repeats.append(key)
+            continue
+        repeats.append(None)
+        fresh.append(request)
+        if request.kind == INVITE:
+            in_batch.add(key)
+    changes = _insert_new(conn, fresh, now) if fresh else []
+    created = iter(changes)
+    for change in changes:
+        existing.setdefault((change.invite.sender_id, change.invite.email), change.invite)
+    return [next(created) if key is None else Duplicate(existing[key]) for key in repeats]
+
+
+def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) -> list[Change]:
+    written = insert_in_order(
+        conn,
+        invites,
+        [
+            {
+                "public_id": new_public_id(),
+                "sender_id": request.sender_id,
+                "email": request.email,
+                "name": request.name,
+                "status": Status.PENDENTE.value,
+                "attempt": 1,
+                "round_first_attempt": 1,
+                "created_at": now,
+                "updated_at": now,
+                "sent_at": None,
+                "next_attempt_at": now,
+                "lease_expires_at": None,
+                "error": None,
+                "correlation_id": request.correlation_id,
+                "kind": request.kind,
+                "sender_name": request.sender_name,
+                "sender_email": request.sender_email,
+                "message": request.message,
+                "batch_id": request.batch_id,
+            }
+            for request in requests
+        ],
+        "public_id",
+        *invites.c,
+    )
+    created = [record_from(Invite, row) for row in written]
+    return record_changes(conn, created, enqueue=True)
+
+
+async def create_invite(
+    db: Database,
+    *,
+    sender_id: str,
+    email: str,
+    name: str | None,
+    correlation_id: str,
+    kind: str = INVITE,
+    sender_name: str | None = None,
+    sender_email: str | None = None,
+    message: str | None = None,
+) -> Change | Duplicate:
+    """Write a ``pendente`` invite (or sign-in mail, ``kind``), its first event and its outbox
+    row in one transaction; or, for an address the sender already has an invite on the way to,
+    a ``Duplicate`` naming it (nothing written).
+
+    Concurrent calls share one durable transaction (group commit); each returns after it
+    committed. The caller publishes the outbox row (``Change.outbox_id``).
+    """
+    request = NewInvite(
+        sender_id, email, name, correlation_id, kind, sender_name, sender_email, message
+    )
+    return await db.write_many(create_invites, request)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    public_id: str
+    attempt: int
+    lease_seconds: float
+
+
+def _claim_each(conn: Connection, claims: Sequence[_Claim]) -> list[Change | None]:
+    now = utcnow()
+    lease_seconds = claims[0].lease_seconds
+    if any(claim.lease_seconds != lease_seconds for claim in claims):
+        return [_claim_each(conn, [claim])[0] for claim in claims]
+    return transition_each(
+        conn,
+        [(claim.public_id, claim.attempt) for claim in claims],
+        (invites.c.public_id, invites.c.attempt),
+        Status.PENDENTE,
+        {
+            "status": Status.ENVIANDO.value,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds),
+            "updated_at": now,
+        },
+    )
+
+
+async def claim_for_sending(
+    db: Database, public_id: str, attempt: int, lease_seconds: float
+) -> Change | None:
+    """``pendente → enviando`` for this attempt; ``None`` means someone else has it (or had).
+
+    Committed with other jobs' claims (group commit, one UPDATE for all) before it returns:
+    the send starts only after the claim is durable.
+    """
+    return await db.write_many(_claim_each, _Claim(public_id, attempt, lease_seconds))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A won claim, and the link its mail carries (``None`` for a sign-in mail, whose own link
+    ``app.accounts.signin`` issues)."""
+
+    change: Change
+    link: str | None
+
+
+def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Claimed | None]:
+    changes = _claim_each(conn, claims)
+    won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
+    links = dict(zip([i.id for i in won], issue_for_claims(conn, won), strict=True)) if won else {}
+    return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
+
+
+async def claim_with_link(
+    db: Database, public_id: str, attempt: int, lease_seconds: float
+) -> Claimed | None:
+    """``claim_for_sending`` and, for an invitation, the new link of this attempt (older links
+    replaced) in the same transaction: one durable commit, shared with other jobs' claims,
+    before the mail is built. The link is issued only by the claim that won, so a worker whose
+    lease ran out can never replace a newer attempt's link."""
+    return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
+
+
+def _sending(invite: Invite) -> list[Any]:
+    """Still ``enviando`` under this very claim (the lease has not been taken away)."""
+    return [
+        invites.c.id == invite.id,
+        invites.c.status == Status.ENVIANDO.value,
+        invites.c.attempt == invite.attempt,
+    ]
+
+
+def _mark_sent_each(conn: Connection, sending: Sequence[Invite]) -> list[Change | None]:
+    now = utcnow()
+    return transition_each(
+        conn,
+        [(invite.id, invite.attempt) for invite in sending],
+        (invites.c.id, invites.c.attempt),
+        Status.ENVIANDO,
+        {
+            "status": Status.ENVIADO.value,
+            "error": None,
+            "sent_at": now,
+            "updated_at": now,
+            "lease_expires_at": None,
+            "next_attempt_at": None,
+        },
+    )
+
+
+async def mark_sent(db: Database, invite: Invite) -> Change | None:
+    """``enviando → enviado``: the mail server accepted the message.
+
+    Committed with other jobs' verdicts (group commit, one UPDATE for all) before it returns.
+    """
+    return await db.write_many(_mark_sent_each, invite)
+
+
+async def schedule_retry(db: Database, invite: Invite, error: str, delay: float) -> Change | None:
+    """``enviando → pendente`` with the next attempt number, due after ``delay`` seconds."""
+    now = utcnow()
+    return await transition(
+        db,
+        _sending(invite),
+        {
+            "status": Status.PENDENTE.value,
+            "error": error,
+            "attempt": invite.attempt + 1,
+            "next_attempt_at": now + timedelta(seconds=delay),
+            "lease_expires_at": None,
+            "updated_at": now,
+        },
+        enqueue=True,
+    )
+
+
+async def mark_failed(
+    db: Database, invite: Invite, error: str, *, exhausted: bool = False
+) -> Change | None:
+    """``enviando → falhou``: a permanent refusal, or (``exhausted``) the last automatic
+    attempt of the round failed with a transient error. The event records which, for metrics."""
+    return await transition(
+        db,
+        _sending(invite),
+        {
+            "status": Status.FALHOU.value,
+            "error": error,
+            "lease_expires_at": None,
+            "next_attempt_at": None,
+        },
+        failure_class=FailureClass.TRANSIENT_EXHAUSTED if exhausted else FailureClass.PERMANENT,
+    )
+
+
+async def release_claim(
+    db: Database, invite: Invite, reason: str, *, due_in: float = 0.0
+) -> Change | None:
+    """``enviando → pendente``, same attempt, due in ``due_in`` seconds: the worker stopped
+    before any byte of mail left, or the global hourly budget is spent (it goes when it renews).
+    """
+    now = utcnow()
+    return await transition(
+        db,
+        _sending(invite),
+        {
+            "status": Status.PENDENTE.value,
+            "error": reason,
+            "lease_expires_at": None,
+            "next_attempt_at": now + timedelta(seconds=due_in),
+            "updated_at": now,
+        },
+        enqueue=True,
+    )
+
+
+_UNCERTAIN = {"status": Status.INCERTO.value, "lease_expires_at": None}
+
+
+async def mark_uncertain(db: Database, invite: Invite, reason: str) -> Change | None:
+    """``enviando → incerto``: the message may have left; only the person may send again."""
+    return await transition(
+        db, _sending(invite), {**_UNCERTAIN, "error": reason}, failure_class=FailureClass.UNCERTAIN
+    )
+
+
+async def expire_leases(db: Database, reason: str) -> list[Change]:
+    """Every ``enviando`` row whose lease ran out becomes ``incerto`` (never re-sent).
+
+    One conditional UPDATE: a verdict that commits first wins, and this row is left alone.
+    """
+    async with db.write() as conn:
+        return await conn.run_sync(
+            transition_all,
+            [invites.c.status == Status.ENVIANDO.value, invites.c.lease_expires_at < utcnow()],
+            {**_UNCERTAIN, "error": reason},
+            failure_class=FailureClass.UNCERTAIN,
+        )

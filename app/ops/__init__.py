@@ -1,0 +1,1 @@
+"""Operations: health, metrics, alarms, and what on-call does (the operator page and commands)."""

@@ -1,0 +1,82 @@
+"""What on-call does by hand: look at the stuck and failed invites, and send them again.
+
+Shared by the operator page (``/operacao``) and the command line (``python -m app retry``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from app.invites import transitions
+from app.invites.records import Change, Invite, record_from
+from app.invites.status import Status
+from app.live.wakeups import Announcer
+from app.sending.queue import Publisher
+from app.storage.database import Database
+from app.storage.tables import invites
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """Invites now in ``falhou`` that share one reason."""
+
+    reason: str
+    count: int
+    latest: datetime
+
+
+async def failed_by_reason(db: Database, limit: int = 50) -> list[ReasonGroup]:
+    """Current ``falhou`` invites grouped by their reason, biggest group first."""
+    query = (
+        select(invites.c.error, func.count(), func.max(invites.c.updated_at))
+        .where(invites.c.status == Status.FALHOU.value)
+        .group_by(invites.c.error)
+        .order_by(func.count().desc(), func.max(invites.c.updated_at).desc())
+        .limit(limit)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return [ReasonGroup(error or "", count, latest) for error, count, latest in rows]
+
+
+async def uncertain_invites(db: Database, limit: int = 100) -> list[Invite]:
+    """``incerto`` invites, most recent first: a person has to decide whether to resend."""
+    query = (
+        select(invites)
+        .where(invites.c.status == Status.INCERTO.value)
+        .order_by(invites.c.updated_at.desc())
+        .limit(limit)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return [record_from(Invite, row) for row in rows]
+
+
+async def retry_in_bulk(
+    db: Database,
+    publisher: Publisher,
+    announcer: Announcer,
+    status: Status,
+    *,
+    reason: str | None = None,
+    reason_contains: str | None = None,
+) -> list[Change]:
+    """Send again every invite in ``status`` with that reason: each row through the state
+    machine, then its job on the queue (the outbox relay covers a Redis outage) and a wake-up
+    for the sender's open pages."""
+    changes = await transitions.request_resend_many(
+        db, status, reason=reason, reason_contains=reason_contains
+    )
+    await publisher.publish_or_leave(changes)
+    await announcer.announce_all(changes)
+    log.info(
+        "bulk retry",
+        extra={"status": status.value, "reason": reason or reason_contains, "count": len(changes)},
+    )
+    return changes

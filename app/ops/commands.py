@@ -1,0 +1,141 @@
+"""The on-call commands: ``python -m app status | reconcile | retry``.
+
+They use the same code as the web and the worker (``check_health``, the sweep, the bulk retry
+of ``/operacao``), with their own short-lived database, Redis, publisher and announcer. Output
+is for a person in a terminal; ``status`` exits 0 when healthy and 1 when not, like ``/saude``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from arq.connections import ArqRedis
+
+from app.clock import duration
+from app.config import Settings
+from app.invites.status import Status
+from app.live.wakeups import Announcer
+from app.ops.actions import retry_in_bulk
+from app.ops.health import Health, check_health, health_json
+from app.sending.queue import Publisher, in_progress_hold_seconds
+from app.sending.sweep import reconcile
+from app.storage.database import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Stores:
+    db: Database
+    redis: ArqRedis
+    publisher: Publisher
+    announcer: Announcer
+
+
+@asynccontextmanager
+async def _stores(settings: Settings) -> AsyncIterator[_Stores]:
+    db = Database(settings.database_url)
+    redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
+    stores = _Stores(db, redis, Publisher(db, redis), Announcer(redis))
+    try:
+        yield stores
+    finally:
+        await stores.publisher.close()
+        await stores.announcer.close()
+        await redis.aclose()
+        await db.dispose()
+
+
+def _summary(health: Health) -> list[str]:
+    lines = ["Convites: SAUDÁVEL" if health.healthy else "Convites: COM PROBLEMAS"]
+    lines += [f"  - {p.message} [{p.code}]" for p in health.problems]
+    lines.append(f"Banco de dados: {'ok' if health.database else health.database_error}")
+    lines.append(f"Redis: {'ok' if health.redis else health.redis_error}")
+    if health.redis is not None:
+        freshest = health.freshest_heartbeat_seconds
+        beat = f" (último sinal há {duration(freshest)})" if freshest is not None else ""
+        lines.append(f"Workers ativos: {len(health.redis.workers)}{beat}")
+        lines.append(f"Fila: {health.redis.queue_depth} jobs")
+    if health.database is not None:
+        facts = health.database
+        if facts.pause is not None:
+            lines.append(f"Envio PAUSADO pela equipe desde {facts.pause.since:%Y-%m-%d %H:%M} UTC")
+        lines.append(f"Pendente mais antigo: {duration(facts.oldest_pending_seconds)}")
+        lines.append(
+            "Por status: " + ", ".join(f"{name} {count}" for name, count in facts.counts.items())
+        )
+        lines.append("Falhas na última hora:" + ("" if facts.failures else " nenhuma"))
+        lines += [f"  {g.count} × {g.reason} ({g.failure_class})" for g in facts.failures]
+    return lines
+
+
+async def _status(settings: Settings, as_json: bool) -> int:
+    async with _stores(settings) as stores:
+        health = await check_health(settings, stores.db, stores.redis)
+    if as_json:
+        print(json.dumps(health_json(health), ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(_summary(health)))
+    return 0 if health.healthy else 1
+
+
+async def _reconcile(settings: Settings) -> int:
+    async with _stores(settings) as stores:
+        done = await reconcile(
+            stores.db,
+            stores.redis,
+            stores.publisher,
+            stores.announcer,
+            invite_ttl_seconds=settings.invite_ttl_seconds,
+            in_progress_hold_seconds=in_progress_hold_seconds(settings.sending_lease_seconds),
+        )
+    print(
+        f"Reconciliação feita: {done.published} do outbox para a fila, "
+        f"{done.uncertain} viraram incerto (envio interrompido), "
+        f"{done.requeued} pendentes sem job voltaram para a fila, "
+        f"{done.expired} convites sem resposta expiraram."
+    )
+    return 0
+
+
+async def _retry(settings: Settings, status: Status, reason: str | None) -> int:
+    async with _stores(settings) as stores:
+        changes = await retry_in_bulk(
+            stores.db, stores.publisher, stores.announcer, status, reason_contains=reason
+        )
+    noun = "convite voltou" if len(changes) == 1 else "convites voltaram"
+    print(f"{len(changes)} {noun} para a fila.")
+    for change in changes:
+        invite = change.invite
+        print(f"  {invite.public_id}  {invite.email}  tentativa {invite.attempt}")
+    return 0
+
+
+def _run(command: Callable[..., Coroutine[Any, Any, int]], *args: Any) -> int:
+    try:
+        return asyncio.run(command(*args))
+    except Exception as exc:
+        log.exception("command failed")
+        print(f"Falhou: {exc!r}")
+        return 1
+
+
+def status(settings: Settings, *, as_json: bool = False) -> int:
+    """Print the health summary; 0 when healthy, 1 when not."""
+    return _run(_status, settings, as_json)
+
+
+def reconcile_once(settings: Settings) -> int:
+    """One reconciliation pass (outbox relay, lease expiry, lost jobs), and what it did."""
+    return _run(_reconcile, settings)
+
+
+def retry(settings: Settings, status: Status, reason: str | None) -> int:
+    """Send again every invite in ``status`` whose reason contains ``reason``."""
+    return _run(_retry, settings, status, reason)

@@ -1,0 +1,279 @@
+"""``/operacao``: the operator page, behind ``OPS_TOKEN`` (not mounted at all without one).
+
+Two ways in: ``Authorization: Bearer <OPS_TOKEN>`` (scripts, curl) or the login form, which
+sets a signed cookie of its own (``convites_operacao``: HttpOnly, SameSite=Strict, path
+``/operacao``, 12 hours) so the browser's EventSource can follow the live panel. The cookie
+holds an HMAC fingerprint of the token and a session id (``app.ops.auth``): changing
+``OPS_TOKEN`` signs everyone out, and "Sair" is remembered by the server. No credentials: 401;
+a wrong token: 403; too many wrong tokens from one address: 429.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from app.bounces.history import bounced_by_reason
+from app.clock import utcnow
+from app.config import Settings
+from app.invites.status import Status
+from app.ops import auth as ops_auth
+from app.ops.actions import failed_by_reason, retry_in_bulk, uncertain_invites
+from app.ops.health import check_health, health_json
+from app.ops.metrics import SseConnections
+from app.sending.pause import pause_sending, resume_sending
+from app.web.common import (
+    client_address,
+    db_of,
+    error_response,
+    render,
+    settings_of,
+    templates_of,
+    too_many_requests,
+    wants_json,
+)
+from app.web.params import BadParameter, whole_number
+
+log = logging.getLogger(__name__)
+
+COOKIE = "convites_operacao"
+COOKIE_MAX_AGE = 12 * 3600
+REFRESH_SECONDS = 2.0
+TOO_MANY_FAILURES = "Tentativas demais com um token errado. Espere e tente de novo."
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _serializer(settings: Settings) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(settings.secret_key, salt="convites-operacao")
+
+
+async def _verdict(request: Request) -> bool | None:
+    """True: let in. False: a wrong token was offered. None: no credentials at all."""
+    settings = settings_of(request)
+    token = settings.ops_token or ""
+    header = request.headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return hmac.compare_digest(header[7:].strip().encode(), token.encode())
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        try:
+            value = _serializer(settings).loads(cookie, max_age=COOKIE_MAX_AGE)
+        except BadSignature:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("s"), str):
+            return None
+        expected = ops_auth.fingerprint(settings.secret_key, token)
+        if not hmac.compare_digest(str(value.get("f")), expected):
+            return None
+        return None if await ops_auth.logged_out(request.state.redis, value["s"]) else True
+    return None
+
+
+def _too_many_failures(request: Request, wait: int) -> Response:
+    log.warning("operator token attempts throttled", extra={"retry_after": wait})
+    return too_many_requests(request, TOO_MANY_FAILURES, wait)
+
+
+def _refuse(request: Request, verdict: bool | None) -> Response:
+    status, message = (
+        (403, "Token de operação incorreto.")
+        if verdict is False
+        else (401, "Entre com o token de operação.")
+    )
+    if wants_json(request) or "authorization" in request.headers:
+        return JSONResponse(
+            {"erro": message},
+            status_code=status,
+            headers={"WWW-Authenticate": 'Bearer realm="operacao"'},
+        )
+    return render(request, "ops_login.html", {"message": message}, status_code=status)
+
+
+def operator_only(handler: Handler) -> Handler:
+    @wraps(handler)
+    async def guarded(request: Request) -> Response:
+        redis, address = request.state.redis, client_address(request)
+        verdict = await _verdict(request)
+        # Credentials offered while throttled: 429, whether they were right or wrong.
+        wait = 0 if verdict is None else await ops_auth.throttled_for(redis, address)
+        if wait:
+            return _too_many_failures(request, wait)
+        if verdict is False:
+            await ops_auth.record_failure(redis, address)
+        if verdict is not True:
+            return _refuse(request, verdict)
+        return await handler(request)
+
+    return guarded
+
+
+async def _panel(request: Request) -> dict[str, Any]:
+    settings, db = settings_of(request), db_of(request)
+    health = await check_health(settings, db, request.state.redis)
+    database_up = health.database is not None
+    return {
+        "health": health,
+        "workers": sorted(health.redis.workers.items()) if health.redis else None,
+        "groups": await failed_by_reason(db) if database_up else [],
+        "uncertain": await uncertain_invites(db) if database_up else [],
+        "bounced": await bounced_by_reason(db) if database_up else [],
+        "now": utcnow(),
+        "settings": settings,
+    }
+
+
+@operator_only
+async def page(request: Request) -> Response:
+    """GET /operacao: the panel (JSON: the health summary plus the failure groups)."""
+    panel = await _panel(request)
+    if wants_json(request):
+        body = health_json(panel["health"])
+        body["falhas_por_motivo"] = [
+            {"motivo": g.reason, "quantidade": g.count, "ultima": g.latest.isoformat()}
+            for g in panel["groups"]
+        ]
+        body["devolvidos_por_motivo"] = [
+            {
+                "motivo": g.reason,
+                "quantidade": g.count,
+                "convites": [i.public_id for i in g.invites],
+            }
+            for g in panel["bounced"]
+        ]
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+    try:
+        panel["retried"] = whole_number(request.query_params.get("reenviados"), "reenviados")
+    except BadParameter as exc:
+        return error_response(request, 400, exc.message)
+    return render(request, "operacao.html", panel, headers={"Cache-Control": "no-store"})
+
+
+async def login(request: Request) -> Response:
+    """POST /operacao/entrar: the token from the form buys a signed cookie."""
+    settings = settings_of(request)
+    redis, address = request.state.redis, client_address(request)
+    wait = await ops_auth.throttled_for(redis, address)
+    if wait:
+        return _too_many_failures(request, wait)
+    token = (await request.form()).get("token")
+    if not isinstance(token, str) or not hmac.compare_digest(
+        token.strip().encode(), (settings.ops_token or "").encode()
+    ):
+        log.warning("operator login refused")
+        await ops_auth.record_failure(redis, address)
+        return render(
+            request, "ops_login.html", {"message": "Token de operação incorreto."}, status_code=403
+        )
+    response = RedirectResponse("/operacao", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        _serializer(settings).dumps(
+            {
+                "f": ops_auth.fingerprint(settings.secret_key, settings.ops_token or ""),
+                "s": ops_auth.new_session_id(),
+            }
+        ),
+        max_age=COOKIE_MAX_AGE,
+        path="/operacao",
+        httponly=True,
+        samesite="strict",
+        secure=settings.https_only_cookies or request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    """POST /operacao/sair: the server remembers this session is over, not only the browser."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        try:
+            value = _serializer(settings_of(request)).loads(cookie, max_age=COOKIE_MAX_AGE)
+        except BadSignature:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("s"), str):
+            await ops_auth.remember_logout(request.state.redis, value["s"], COOKIE_MAX_AGE)
+    response = RedirectResponse("/operacao", status_code=303)
+    response.delete_cookie(COOKIE, path="/operacao")
+    return response
+
+
+@operator_only
+async def retry(request: Request) -> Response:
+    """POST /operacao/tentar-de-novo: every ``falhou`` invite with the chosen reason, again."""
+    reason = (await request.form()).get("motivo")
+    if not isinstance(reason, str) or not reason:
+        return error_response(request, 400, "Escolha um motivo.")
+    changes = await retry_in_bulk(
+        db_of(request),
+        request.state.publisher,
+        request.state.announcer,
+        Status.FALHOU,
+        reason=reason,
+    )
+    if wants_json(request):
+        return JSONResponse({"reenviados": len(changes)})
+    return RedirectResponse(f"/operacao?reenviados={len(changes)}", status_code=303)
+
+
+@operator_only
+async def stream(request: Request) -> Response:
+    """GET /operacao/eventos: the panel again whenever it changes (checked every 2 s)."""
+    sse: SseConnections = request.state.sse
+    template = templates_of(request).get_template("_ops_panel.html")
+
+    async def panels() -> AsyncIterator[dict[str, str]]:
+        with sse.track():
+            last = ""
+            while True:
+                # With the request, so the panel's forms carry the CSRF token.
+                html = template.render({**await _panel(request), "request": request})
+                if html != last:
+                    yield {"event": "painel", "data": html}
+                    last = html
+                await asyncio.sleep(REFRESH_SECONDS)
+
+    return EventSourceResponse(panels(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+@operator_only
+async def pause(request: Request) -> Response:
+    """POST /operacao/pausar: pause sending on purpose (``app.sending.pause``)."""
+    reason = (await request.form()).get("motivo")
+    reason = reason.strip()[:200] if isinstance(reason, str) else ""
+    paused = await pause_sending(db_of(request), "operacao", reason)
+    log.warning("sending paused from /operacao", extra={"reason": reason})
+    if wants_json(request):
+        return JSONResponse({"pausado": True, "desde": paused.since.isoformat()})
+    return RedirectResponse("/operacao", status_code=303)
+
+
+@operator_only
+async def resume(request: Request) -> Response:
+    """POST /operacao/retomar: sending resumes."""
+    await resume_sending(db_of(request))
+    log.warning("sending resumed from /operacao")
+    if wants_json(request):
+        return JSONResponse({"pausado": False})
+    return RedirectResponse("/operacao", status_code=303)
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/operacao", page, methods=["GET"]),
+        Route("/operacao/entrar", login, methods=["POST"]),
+        Route("/operacao/sair", logout, methods=["POST"]),
+        Route("/operacao/tentar-de-novo", retry, methods=["POST"]),
+        Route("/operacao/eventos", stream, methods=["GET"]),
+        Route("/operacao/pausar", pause, methods=["POST"]),
+        Route("/operacao/retomar", resume, methods=["POST"]),
+    ]

@@ -1,0 +1,357 @@
+"""Hand an invite to the SMTP server and say, in words a person understands, what happened.
+
+Errors are sorted into three kinds, because each leads to a different state:
+- ``TransientSendError``: nothing was accepted and trying later may work (refused connection,
+  timeout before DATA, 4xx). The row goes back to ``pendente`` with a backoff.
+- ``PermanentSendError``: the server said no for good (5xx, refused recipient, bad address).
+  Retrying only delays the queue: ``falhou`` at once.
+- ``UnknownOutcomeError``: the connection broke while the message body was being handed over.
+  It may have left. The row becomes ``incerto``; it is never re-sent on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from email.headerregistry import Address
+from email.utils import formataddr, formatdate, parseaddr
+
+import aiosmtplib
+
+from app.bounces.addresses import bounce_address, envelope_id
+from app.config import Settings, SmtpSettings
+from app.invites.records import Invite
+
+log = logging.getLogger(__name__)
+
+_NO_ANSWER = "Não conseguimos falar com o servidor de e-mail (conexão recusada ou sem resposta)."
+_UNKNOWN = "A conexão caiu enquanto a mensagem era entregue; não sabemos se ela saiu."
+
+
+class SendError(Exception):
+    """A send that did not end in a 250; ``reason`` is pt-BR text for the person."""
+
+    def __init__(self, reason: str, code: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+class TransientSendError(SendError):
+    """Nothing was accepted; a later attempt may succeed."""
+
+
+class PermanentSendError(SendError):
+    """The server refused for good; do not try again on our own."""
+
+
+class UnknownOutcomeError(SendError):
+    """The message may or may not have been accepted."""
+
+
+@dataclass
+class SendProgress:
+    """How far one send got: after ``data_started`` a failure may mean the mail left."""
+
+    data_started: bool = False
+
+
+def _domain(mail_from: str) -> str:
+    address = parseaddr(mail_from)[1]
+    return address.rpartition("@")[2] or "localhost"
+
+
+@dataclass(frozen=True)
+class OutgoingMail:
+    """One message ready for the wire: the envelope recipient and the MIME bytes."""
+
+    recipient: str
+    message_id: str
+    content: bytes
+    envelope_from: str = ""  # VERP: a bounce names its invite (empty: the MAIL_FROM address)
+    envelope_id: str = ""  # DSN ENVID (RFC 3461), where the server offers DSN
+
+
+def _base64_lines(text: str) -> str:
+    return base64.encodebytes(text.encode("utf-8")).decode("ascii").replace("\n", "\r\n")
+
+
+#: The common form of an address the input checks let through (plain ASCII, no quoting):
+#: nothing in it can end or bend a header. Any other address takes the email package's parse.
+_PLAIN_ADDRESS = re.compile(
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
+)
+
+
+def _address_header(name: str | None, email: str) -> str:
+    """``Name <addr>`` for a header; an address or name that could break the header is refused
+    (``PermanentSendError``: the row fails with the reason instead of sending something else)."""
+    if any(ch in (name or "") + email for ch in "\r\n"):
+        raise PermanentSendError("O endereço de e-mail não é válido.")
+    if _PLAIN_ADDRESS.fullmatch(email):
+        addr_spec = email
+    else:
+        try:
+            addr_spec = Address(display_name=name or "", addr_spec=email).addr_spec
+        except (ValueError, IndexError) as exc:
+            raise PermanentSendError("O endereço de e-mail não é válido.") from exc
+    if not name or name.isascii():
+        return formataddr((name or "", addr_spec))
+    return f"{_encoded_words(name)} <{addr_spec}>"
+
+
+def _encoded_words(text: str) -> str:
+    """RFC 2047: base64 encoded words of at most 75 characters, folded between words (what the
+    email package writes too, at a fraction of its cost)."""
+    words, chunk = [], b""
+    for char in text:
+        encoded = char.encode("utf-8")
+        if len(chunk) + len(encoded) > 45:
+            words.append(chunk)
+            chunk = b""
+        chunk += encoded
+    words.append(chunk)
+    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(w).decode('ascii')}?=" for w in words)
+
+
+def _subject(text: str) -> str:
+    """A short plain-ASCII subject as it is; anything else (or anything a mail program would
+    read as an encoded word) as encoded words."""
+    if text.isascii() and len(text) <= 70 and "=?" not in text and not set(text) & {"\r", "\n"}:
+        return text
+    return _encoded_words(text)
+
+
+def compose(
+    settings: Settings,
+    invite: Invite,
+    subject: str,
+    text: str,
+    page: str,
+    *,
+    reply_to: tuple[str | None, str] | None = None,
+) -> OutgoingMail:
+    """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
+
+    Written out directly (RFC 5322/2045; non-ASCII names as RFC 2047 encoded words, bodies in
+    base64): the ``email`` package's header machinery cost milliseconds per message, which
+    was most of a worker's CPU. Every variable part is validated or encoded here; what the
+    message says is ``app.sending.messages``'.
+    """
+    to = _address_header(invite.name, invite.email)
+    headers = [
+        f"From: {settings.mail_from}",
+        f"To: {to}",
+        f"Subject: {_subject(subject)}",
+        f"Date: {formatdate(localtime=False)}",
+    ]
+    if reply_to is not None:
+        headers.append(f"Reply-To: {_address_header(*reply_to)}")
+    message_id = f"<{invite.public_id}.{invite.attempt}@{_domain(settings.mail_from)}>"
+    boundary = "=_convite_" + secrets.token_hex(12)
+    headers += [
+        f"Message-ID: {message_id}",
+        f"X-Correlation-ID: {invite.correlation_id}",
+        f"X-Convite-ID: {invite.public_id}",
+        "MIME-Version: 1.0",
+        f'Content-Type: multipart/alternative; boundary="{boundary}"',
+    ]
+    parts = [
+        f'--{boundary}\r\nContent-Type: text/{kind}; charset="utf-8"\r\n'
+        f"Content-Transfer-Encoding: base64\r\n\r\n{_base64_lines(body)}"
+        for kind, body in (("plain", text), ("html", page))
+    ]
+    content = "\r\n".join(headers) + "\r\n\r\n" + "".join(parts) + f"--{boundary}--\r\n"
+    return OutgoingMail(
+        invite.email,
+        message_id,
+        content.encode("ascii"),
+        envelope_from=bounce_address(settings.return_path, invite.public_id),
+        envelope_id=envelope_id(invite.public_id, invite.attempt),
+    )
+
+
+def xtext(value: str) -> str:
+    """RFC 3461 xtext: ``+`` and ``=`` and anything outside ``!``..``~`` as ``+XX``."""
+    return "".join(
+        f"+{ord(ch):02X}" if ch in "+=" or not 33 <= ord(ch) <= 126 else ch for ch in value
+    )
+
+
+def dsn_options(client: aiosmtplib.SMTP, message: OutgoingMail) -> tuple[list[str], list[str]]:
+    """MAIL and RCPT parameters asking for failure and delay reports, where DSN is offered."""
+    if not client.supports_extension("dsn") or not message.envelope_id:
+        return [], []
+    return (
+        ["RET=HDRS", f"ENVID={xtext(message.envelope_id)}"],
+        ["NOTIFY=FAILURE,DELAY", f"ORCPT=rfc822;{xtext(message.recipient)}"],
+    )
+
+
+def _reply_error(exc: aiosmtplib.SMTPResponseException, what: str) -> SendError:
+    detail = f"{exc.code} {exc.message}".strip()
+    if 400 <= exc.code < 500:
+        return TransientSendError(
+            f"O servidor de e-mail pediu para tentar mais tarde ({detail}).", exc.code
+        )
+    return PermanentSendError(f"{what} ({detail}).", exc.code)
+
+
+@dataclass
+class _Idle:
+    client: aiosmtplib.SMTP
+    since: float
+
+
+class _StaleConnection(Exception):
+    """A kept connection the server has closed meanwhile: nothing was sent on it."""
+
+
+class Mailer:
+    """Sends messages over SMTP, with a timeout on every step, reusing a few connections.
+
+    At most ``smtp.pool_size`` connections are open at once; a connection goes back to the
+    pool only after a message was accepted on it. Any error closes it. A kept connection that
+    turns out dead (or that the server closes with 421) before the envelope is accepted is
+    replaced by a fresh one: nothing had been handed over, so this is no retry of a send.
+    """
+
+    IDLE_SECONDS = 30.0  # servers drop idle sessions; do not keep ours much longer
+
+    def __init__(self, smtp: SmtpSettings, mail_from: str) -> None:
+        self.smtp = smtp
+        self.sender_address = parseaddr(mail_from)[1]
+        self._idle: list[_Idle] = []
+        self._slots = asyncio.Semaphore(smtp.pool_size)
+
+    async def send(self, message: OutgoingMail, progress: SendProgress, *, deadline: float) -> None:
+        """Deliver ``message`` to its recipient or raise a ``SendError`` subclass.
+
+        ``deadline`` bounds the whole SMTP conversation, waiting for a free connection included
+        (each step also has the SMTP timeout), so a send always ends well inside the row's lease.
+        """
+        client: aiosmtplib.SMTP | None = None
+        try:
+            async with asyncio.timeout(deadline), self._slots:
+                client = await self._envelope_on_kept(message)
+                if client is None:
+                    client = self._new_client()
+                    await self._connect(client)
+                    await self._envelope(client, message)
+                progress.data_started = True
+                await self._data(client, message)
+                self._idle.append(_Idle(client, time.monotonic()))
+        except TimeoutError:
+            if client is not None:
+                client.close()
+            if progress.data_started:
+                raise UnknownOutcomeError(_UNKNOWN) from None
+            raise TransientSendError(_NO_ANSWER) from None
+        except BaseException:
+            # Failed or cancelled: drop the connection; a polite QUIT could hang as long again.
+            if client is not None:
+                client.close()
+            raise
+
+    async def close(self) -> None:
+        """Say goodbye on every kept connection (the worker is stopping)."""
+        idle, self._idle = self._idle, []
+        for kept in idle:
+            if kept.client.is_connected:
+                try:
+                    await asyncio.wait_for(kept.client.quit(), self.smtp.timeout)
+                except (aiosmtplib.SMTPException, OSError, TimeoutError):
+                    kept.client.close()
+
+    def _new_client(self) -> aiosmtplib.SMTP:
+        return aiosmtplib.SMTP(
+            hostname=self.smtp.host,
+            port=self.smtp.port,
+            timeout=self.smtp.timeout,
+            use_tls=self.smtp.use_tls,
+            start_tls=self.smtp.start_tls,
+        )
+
+    async def _envelope_on_kept(self, message: OutgoingMail) -> aiosmtplib.SMTP | None:
+        """MAIL/RCPT on a kept connection; ``None`` when there is none alive to use."""
+        while self._idle:
+            kept = self._idle.pop()
+            if not kept.client.is_connected or time.monotonic() - kept.since > self.IDLE_SECONDS:
+                kept.client.close()
+                continue
+            try:
+                await self._envelope(kept.client, message, kept=True)
+            except _StaleConnection:
+                kept.client.close()
+                continue
+            except BaseException:
+                kept.client.close()
+                raise
+            return kept.client
+        return None
+
+    async def _connect(self, client: aiosmtplib.SMTP) -> None:
+        try:
+            await client.connect()
+            if self.smtp.username:
+                await client.login(self.smtp.username, self.smtp.password or "")
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            raise PermanentSendError(
+                "O servidor de e-mail recusou as credenciais do Convites.", exc.code
+            ) from exc
+        except aiosmtplib.SMTPResponseException as exc:
+            raise _reply_error(exc, "O servidor de e-mail recusou a conexão") from exc
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise TransientSendError(_NO_ANSWER) from exc
+
+    async def _envelope(
+        self, client: aiosmtplib.SMTP, message: OutgoingMail, *, kept: bool = False
+    ) -> None:
+        try:
+            if client.is_ehlo_or_helo_needed:
+                # Whether to ask for DSN depends on the server's EHLO answer (aiosmtplib would
+                # otherwise greet lazily inside MAIL).
+                await client._ehlo_or_helo_if_needed()
+            mail_options, rcpt_options = dsn_options(client, message)
+            await self._mail_from(
+                client, message.envelope_from or self.sender_address, mail_options, kept=kept
+            )
+            await client.rcpt(message.recipient, options=rcpt_options)
+        except aiosmtplib.SMTPRecipientRefused as exc:
+            raise _reply_error(
+                exc, "O servidor de e-mail recusou o endereço do destinatário"
+            ) from exc
+        except aiosmtplib.SMTPResponseException as exc:
+            raise _reply_error(exc, "O servidor de e-mail recusou a mensagem") from exc
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise TransientSendError(
+                "A conexão com o servidor de e-mail caiu antes do envio."
+            ) from exc
+
+    async def _mail_from(
+        self, client: aiosmtplib.SMTP, sender: str, options: list[str], *, kept: bool
+    ) -> None:
+        try:
+            await client.mail(sender, options=options)
+        except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
+            if kept:
+                raise _StaleConnection from exc
+            raise
+        except aiosmtplib.SMTPResponseException as exc:
+            if kept and exc.code == 421:  # the server is closing this (old) session
+                raise _StaleConnection from exc
+            raise
+
+    async def _data(self, client: aiosmtplib.SMTP, message: OutgoingMail) -> None:
+        try:
+            await client.data(message.content)
+        except aiosmtplib.SMTPResponseException as exc:
+            raise _reply_error(exc, "O servidor de e-mail recusou a mensagem") from exc
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise UnknownOutcomeError(_UNKNOWN) from exc

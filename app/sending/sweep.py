@@ -1,0 +1,141 @@
+"""The reconciliation sweep: what no request and no job will do on its own.
+
+- publish the outbox rows whose fast path failed (Redis was down, the web crashed);
+- ``enviando`` rows whose lease ran out become ``incerto`` (never re-sent behind anyone's back);
+- ``pendente`` rows whose job is gone from Redis (a restart without persistence) get a new
+  outbox row and job;
+- ``enviado``/``incerto`` invites unanswered ``INVITE_TTL_SECONDS`` after the mail left become
+  ``expirado``.
+
+The worker runs it as an arq cron every 2 s and at start-up; ``python -m app reconcile`` runs
+one pass. It needs a database, a Redis client, a ``Publisher`` and an ``Announcer``, nothing of
+arq's job context.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from arq.connections import ArqRedis
+from sqlalchemy import func, or_, select
+
+from app.clock import utcnow
+from app.invites import transitions
+from app.invites.records import Invite, OutboxEntry, record_from
+from app.invites.status import Status
+from app.invites.transitions.core import insert_ids
+from app.live.wakeups import Announcer
+from app.sending.outbox import outbox_values
+from app.sending.queue import Publisher, job_is_live, relay_outbox
+from app.storage.database import Database
+from app.storage.tables import invites, outbox
+
+log = logging.getLogger(__name__)
+
+LEASE_EXPIRED_REASON = (
+    "O envio foi interrompido no meio e não conseguimos confirmar se o e-mail saiu."
+)
+#: A ``pendente`` row due longer ago than this, with no live job, lost its job.
+PENDING_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one pass did."""
+
+    published: int
+    uncertain: int
+    requeued: int
+    expired: int = 0
+
+    def any(self) -> bool:
+        return bool(self.published or self.uncertain or self.requeued or self.expired)
+
+
+async def overdue_pending(
+    db: Database, due_before: datetime, limit: int = 500
+) -> list[tuple[Invite, str | None]]:
+    """``pendente`` rows due before ``due_before``, each with the job id last published for it.
+
+    The sweep asks Redis whether that job is still alive (``None``: no job was ever published).
+    Rows whose newest outbox entry is still unpublished are left to the relay.
+    """
+    # Each row's newest outbox entry, looked up on ix_outbox_invite_id (not a GROUP BY of the
+    # whole outbox, every sweep: it only grows).
+    entries = outbox.alias("entries")
+    latest = (
+        select(func.max(entries.c.id))
+        .where(entries.c.invite_id == invites.c.id)
+        .correlate(invites)
+        .scalar_subquery()
+    )
+    query = (
+        select(invites, outbox.c.job_id)
+        .select_from(invites.outerjoin(outbox, outbox.c.id == latest))
+        .where(
+            invites.c.status == Status.PENDENTE.value,
+            invites.c.next_attempt_at < due_before,
+            or_(outbox.c.id.is_(None), outbox.c.published_at.is_not(None)),
+        )
+        .order_by(invites.c.id)
+        .limit(limit)
+    )
+    async with db.read() as conn:
+        rows = (await conn.execute(query)).all()
+    return [(record_from(Invite, row), row._mapping["job_id"]) for row in rows]
+
+
+async def requeue(db: Database, publisher: Publisher, lost: list[Invite]) -> None:
+    """A new outbox row and job for each ``pendente`` invite whose job was lost."""
+    async with db.write() as conn:
+        now = utcnow()
+        rows = [outbox_values(invite, now) for invite in lost]
+        outbox_ids = await conn.run_sync(insert_ids, outbox, rows)
+    for invite, outbox_id in zip(lost, outbox_ids, strict=True):
+        await publisher.publish_entry(
+            OutboxEntry(
+                id=outbox_id,
+                invite_id=invite.id,
+                public_id=invite.public_id,
+                attempt=invite.attempt,
+                available_at=invite.next_attempt_at or now,
+                correlation_id=invite.correlation_id,
+            )
+        )
+
+
+async def reconcile(
+    db: Database,
+    redis: ArqRedis,
+    publisher: Publisher,
+    announcer: Announcer,
+    *,
+    invite_ttl_seconds: float,
+    in_progress_hold_seconds: float | None = None,
+) -> Sweep:
+    """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone,
+    expire unanswered invites.
+
+    ``in_progress_hold_seconds`` (``app.sending.queue.in_progress_hold_seconds``) lets it also
+    re-enqueue
+    the rows whose job a killed worker had started but never claimed; without it those wait
+    until arq lets the job go (minutes).
+    """
+    published = await relay_outbox(db, publisher)
+    expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
+    await announcer.announce_all(expired)
+    due_before = utcnow() - timedelta(seconds=PENDING_GRACE_SECONDS)
+    lost = [
+        invite
+        for invite, job_id in await overdue_pending(db, due_before)
+        if job_id is None or not await job_is_live(redis, job_id, in_progress_hold_seconds)
+    ]
+    await requeue(db, publisher, lost)
+    unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)
+    await announcer.announce_all(unanswered)
+    sweep = Sweep(published, len(expired), len(lost), len(unanswered))
+    if sweep.any():
+        log.info("reconciled", extra=vars(sweep))
+    return sweep

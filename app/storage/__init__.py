@@ -1,0 +1,1 @@
+"""Storage: the one way into the database, its tables and migrations."""
