@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_dev(args.host, args.port)
         if args.command == "worker":
-            from app.sending.steady_worker import run
+            from app.sending.supervise import run
 
             return run()
         if args.command == "migrate":

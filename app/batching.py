@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -66,17 +66,12 @@ class Batcher(Generic[R]):
         isolate_failures: bool,
         max_batch: int = 500,
         run_groups: RunGroups | None = None,
-        hold: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         if run_groups is None:
             if open_batch is None:
                 raise TypeError("a Batcher needs open_batch or run_groups")
             run_groups = _in_one(open_batch)
         self._run_groups = run_groups
-        # Held around each batch, and taken *before* the batch is formed: whoever calls while
-        # this waits (for the database's write turn) joins the batch. A failed batch's one-by-one
-        # reruns stay inside it (rare: a bad row), each rerun still its own transaction.
-        self._hold = hold or nullcontext
         self._isolate_failures = isolate_failures
         self._max_batch = max_batch
         self._waiting: deque[_Item] = deque()
@@ -102,15 +97,9 @@ class Batcher(Generic[R]):
 
     async def _drain(self) -> None:
         while self._waiting:
-            batch: list[_Item] = []
+            batch = self._next_batch()
             try:
-                async with self._hold():
-                    batch = self._next_batch()
-                    await self._run_batch(batch)
-            except Exception as exc:
-                # No hold (a write turn that timed out): the batch it was for fails.
-                for item in batch or self._next_batch():
-                    _resolve(item, exc)
+                await self._run_batch(batch)
             except BaseException:
                 # Cancelled (the loop is shutting down): nobody may wait for ever.
                 for item in (*batch, *self._waiting):

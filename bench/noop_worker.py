@@ -44,7 +44,7 @@ if __name__ == "__main__":
 
     from arq.worker import Worker, get_kwargs
 
-    from app.sending.steady_worker import use_uvloop
+    from app.sending.supervise import use_uvloop
 
     logging.basicConfig(level=logging.INFO)  # arq's "Starting worker" line: the bench waits for it
     use_uvloop()

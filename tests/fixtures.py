@@ -33,7 +33,6 @@ from starlette.types import Receive, Scope, Send
 from app.bounces.receiver import bounce_receiver
 from app.config import Settings, SmtpSettings, load_settings
 from app.main import create_app
-from app.sending.steady_worker import SteadyWorker
 from app.sending.worker import worker_options
 from app.storage.database import Database
 from app.storage.migrate import upgrade
@@ -236,10 +235,9 @@ def other_client(settings: Settings, smtp: ScriptedSmtp) -> Any:
 
 
 async def drain(
-    settings: Settings, worker_class: type[Worker] = SteadyWorker, **overrides: Any
+    settings: Settings, worker_class: type[Worker] = Worker, **overrides: Any
 ) -> Worker:
-    """Run an in-process worker until the queue is empty (arq's own testing pattern); by default
-    of the class ``python -m app worker`` runs."""
+    """Run an in-process worker until the queue is empty (arq's own testing pattern)."""
     options = worker_options(settings)
     options.update(overrides)
     worker = worker_class(burst=True, handle_signals=False, **options)

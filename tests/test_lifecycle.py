@@ -6,16 +6,13 @@ from datetime import timedelta
 
 import httpx
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 from sqlalchemy import update
 
 from app.clock import utcnow
 from app.config import Settings
 from app.invites.status import Status
-from app.live.wakeups import Announcer
-from app.sending.queue import SEND_FUNCTION, Publisher, in_progress_hold_seconds
-from app.sending.sweep import reconcile
+from app.sending.queue import SEND_FUNCTION
 from app.storage.database import Database
 from app.storage.tables import invites
 from tests.fixtures import drain
@@ -102,7 +99,6 @@ async def test_a_job_delivered_twice_sends_one_email(
     created = await post_invite(client, "duas@exemplo.com")
     found = await invite_row(db, created["id"])
     # The same attempt arrives again under another job id, as a redelivery would.
-    from arq.connections import ArqRedis
 
     arq = ArqRedis(connection_pool=redis.connection_pool)
     assert await arq.enqueue_job(
@@ -187,57 +183,5 @@ async def test_a_job_arq_dropped_without_running_our_code_is_requeued_by_the_swe
 
     await drain(settings)
 
-    assert (await invite_row(db, created["id"])).status == Status.ENVIADO
-    assert len(smtp.received) == 1
-
-
-async def _sweep_with_hold(settings: Settings, db: Database) -> int:
-    arq_redis = ArqRedis.from_url(settings.redis_url)
-    publisher, announcer = Publisher(db, arq_redis), Announcer(arq_redis)
-    try:
-        done = await reconcile(
-            db,
-            arq_redis,
-            publisher,
-            announcer,
-            invite_ttl_seconds=settings.invite_ttl_seconds,
-            in_progress_hold_seconds=in_progress_hold_seconds(settings.sending_lease_seconds),
-        )
-    finally:
-        await announcer.close()
-        await arq_redis.aclose()
-    return done.requeued
-
-
-async def test_a_job_a_killed_worker_started_but_never_claimed_is_requeued_not_held_for_minutes(
-    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp, redis: Redis
-) -> None:
-    created = await post_invite(client, "orfao@exemplo.com")
-    [job_key] = await redis.keys(f"{job_key_prefix}*")
-    job_id = job_key.decode().removeprefix(job_key_prefix)
-    async with db.write() as conn:  # the invite is overdue
-        await conn.execute(
-            update(invites)
-            .where(invites.c.public_id == created["id"])
-            .values(next_attempt_at=utcnow() - timedelta(minutes=1))
-        )
-    hold = in_progress_hold_seconds(settings.sending_lease_seconds)
-    in_progress = in_progress_key_prefix + job_id
-
-    # What arq's worker writes as it starts a job (arq/worker.py, start_jobs), a moment ago:
-    # a live worker about to claim. Left alone.
-    await redis.psetex(in_progress, int((hold - 1) * 1000), b"1")
-    assert await _sweep_with_hold(settings, db) == 0
-
-    # The same, 20 s ago, by a worker SIGKILLed since: arq would keep the job from every other
-    # worker for the rest of ``hold``; the sweep gives the row a new job now.
-    await redis.psetex(in_progress, int((hold - 20) * 1000), b"1")
-    assert await _sweep_with_hold(settings, db) == 1
-    assert len(await redis.keys(f"{job_key_prefix}*")) == 2
-    assert await _sweep_with_hold(settings, db) == 0, "the new job is live: requeued once"
-
-    await redis.delete(job_key, in_progress)  # the old job's end (its claim would lose anyway)
-    await redis.zrem("arq:queue", job_id)
-    await drain(settings)
     assert (await invite_row(db, created["id"])).status == Status.ENVIADO
     assert len(smtp.received) == 1

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from arq.worker import Worker
 from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites.status import Status
 from app.sending.heartbeat import live_workers
-from app.sending.steady_worker import SteadyWorker
+from app.sending.supervise import Supervisor
 from app.sending.worker import shutdown, startup, worker_options
 from app.storage.database import Database
 from tests.fixtures import process_env, short_lease_settings
@@ -134,16 +135,26 @@ async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
 
 async def test_stopping_just_as_a_job_started_exits_cleanly(settings: Settings) -> None:
     """SIGTERM in the moment a poll starts a job: arq cancels that job's task ("1 ongoing to
-    cancel") and its close() then met the CancelledError, so the worker exited 1."""
-    worker = SteadyWorker(**worker_options(settings), handle_signals=False)
-    worker._pool = await worker._connect()
+    cancel") and its close() then lets the CancelledError out before its own clean-up; the
+    supervisor finishes the clean-up instead of exiting 1."""
+    options = worker_options(settings)
+    worker = Worker(**options, handle_signals=False)
+    running = asyncio.create_task(worker.async_run())
+    await wait_until(lambda: "worker_id" in worker.ctx, 30, "the start-up")
     started = asyncio.create_task(asyncio.sleep(30))  # a job's task, not yet in our code
     worker.tasks["convite:x:1:1"] = started
 
     worker.handle_sig(signal.SIGTERM)  # what arq's handler ends with: cancel what still runs
-    await worker.close()  # must not raise
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    await Supervisor(options, settings.redis_url).close(worker)  # must not raise
 
-    assert started.cancelled() and worker.tasks == {}
+    assert started.cancelled()
+    redis = Redis.from_url(settings.redis_url)
+    try:  # the app's own shutdown ran: the heartbeat is withdrawn
+        assert not await _beats(redis, str(worker.ctx["worker_id"]))
+    finally:
+        await redis.aclose()
 
 
 async def _heartbeat_of(redis_url: str, worker_id: str, timeout: float) -> None:
@@ -179,34 +190,32 @@ async def test_the_first_heartbeat_failing_does_not_end_the_start_up(
 async def test_a_worker_that_loses_redis_while_starting_waits_and_then_sends(
     own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
 ) -> None:
-    """Redis goes away right after the worker connected (arq's INFO, before the app's start-up):
-    the worker waits it out as any outage, then starts and sends."""
+    """Redis goes away right after the worker connected (before the app's start-up): the
+    supervisor waits it out as any outage, then a new worker starts and sends."""
     settings = outage_settings
+    options = worker_options(settings)
+    starts = 0
 
-    class LosesRedisOnceConnected(SteadyWorker):
-        async def _connect(self) -> Any:
-            pool = await super()._connect()
-            if self.outage.outages == 0:
-                own_redis.stop()
-                asyncio.get_running_loop().call_later(
-                    1.0, lambda: asyncio.ensure_future(asyncio.to_thread(own_redis.start))
-                )
-            return pool
+    async def loses_redis_on_the_first_start(ctx: dict[str, Any]) -> None:
+        nonlocal starts
+        starts += 1
+        if starts == 1:
+            own_redis.stop()
+        await startup(ctx)
 
-    worker = LosesRedisOnceConnected(**worker_options(settings), handle_signals=False)
-    running = asyncio.create_task(worker.main())
+    options["on_startup"] = loses_redis_on_the_first_start
+    supervisor = Supervisor(options, settings.redis_url)
+    running = asyncio.create_task(supervisor.run())
     db = Database(settings.database_url)
     try:
-        await wait_until(lambda: "worker_id" in worker.ctx or running.done(), 30, "the start-up")
+        await wait_until(lambda: supervisor.down_since is not None, 60, "the outage")
+        await asyncio.to_thread(own_redis.start)
+        await wait_until(lambda: starts == 2 or running.done(), 60, "a second start")
         assert not running.done(), running.exception()
-        assert worker.outage.outages == 1
-        await _heartbeat_of(own_redis.url, str(worker.ctx["worker_id"]), 20)
         async with client_for(settings, smtp=smtp) as browser:
             created = await post_invite(browser, "depois@exemplo.com")
             await wait_for_status(db, created["id"], Status.ENVIADO, timeout=30)
     finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await worker.close()
+        supervisor.stop()
+        await asyncio.wait_for(running, 60)
         await db.dispose()

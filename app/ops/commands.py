@@ -23,7 +23,7 @@ from app.invites.status import Status
 from app.live.wakeups import Announcer
 from app.ops.actions import retry_in_bulk
 from app.ops.health import Health, check_health, health_json
-from app.sending.queue import Publisher, in_progress_hold_seconds
+from app.sending.queue import Publisher
 from app.sending.sweep import reconcile
 from app.storage.database import Database
 
@@ -93,7 +93,6 @@ async def _reconcile(settings: Settings) -> int:
             stores.publisher,
             stores.announcer,
             invite_ttl_seconds=settings.invite_ttl_seconds,
-            in_progress_hold_seconds=in_progress_hold_seconds(settings.sending_lease_seconds),
         )
     print(
         f"Reconciliação feita: {done.published} do outbox para a fila, "

@@ -6,24 +6,20 @@ invite, the attempt and the outbox row: a new attempt, or a re-publish after a l
 always gets a new id. ``enqueue_job`` returning ``None`` is never taken as success.
 
 There is one way in: ``Publisher`` (the web, the worker, the operator's retry, the CLI and the
-relay all use it), which enqueues concurrent callers' jobs in one round trip.
+relay all use it), which calls arq's ``enqueue_job``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable
 from datetime import timedelta
 
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
-from arq.jobs import Job, JobStatus, serialize_job
-from arq.utils import timestamp_ms, to_unix_ms
+from arq.jobs import Job, JobStatus
 from redis.exceptions import RedisError
 
-from app.batching import Batcher
 from app.clock import utcnow
 from app.invites.records import Change, OutboxEntry
 from app.sending.outbox import mark_published, outbox_entry_of, unpublished_outbox
@@ -43,75 +39,33 @@ def job_id_for(entry: OutboxEntry) -> str:
     return f"convite:{entry.public_id}:{entry.attempt}:{entry.id}"
 
 
-async def _check_refused(redis: ArqRedis, job_id: str) -> None:
-    """arq refused ``job_id`` as a duplicate: fine only if that job is really there."""
-    # This exact outbox row was enqueued already (the fast path and the relay raced).
+async def enqueue_attempt(redis: ArqRedis, entry: OutboxEntry) -> str:
+    """Put one attempt on the queue with arq's ``enqueue_job``; its job id.
+
+    ``enqueue_job`` answers ``None`` when a job or a kept result has that id: fine only if that
+    job is really there (this exact outbox row was enqueued already: the fast path and the relay
+    raced), an ``EnqueueError`` otherwise.
+    """
+    job_id = job_id_for(entry)
+    job = await redis.enqueue_job(
+        SEND_FUNCTION,
+        entry.public_id,
+        entry.attempt,
+        entry.correlation_id,
+        _job_id=job_id,
+        _defer_until=entry.available_at,
+    )
+    if job is not None:
+        return job_id
     status = await Job(job_id, redis).status()
     if status not in (*LIVE_JOB_STATUSES, JobStatus.complete):
         raise EnqueueError(f"arq refused job {job_id} and has no trace of it ({status})")
     log.warning("job already enqueued", extra={"job_id": job_id, "job_status": status.value})
-
-
-# arq's enqueue_job, for many jobs at once. Per job, exactly what enqueue_job does under
-# WATCH/MULTI: refuse the id if its job key or result key exists, else PSETEX the serialized
-# job and ZADD it to the queue. A script runs atomically, like the MULTI block; one round trip.
-_ENQUEUE_MANY = """
-local queue = ARGV[1]
-local accepted = {}
-for i = 1, #KEYS / 2 do
-  local job_key, result_key = KEYS[2 * i - 1], KEYS[2 * i]
-  local base = 1 + (i - 1) * 4
-  if redis.call('EXISTS', job_key, result_key) > 0 then
-    accepted[i] = 0
-  else
-    redis.call('PSETEX', job_key, ARGV[base + 3], ARGV[base + 4])
-    redis.call('ZADD', queue, ARGV[base + 2], ARGV[base + 1])
-    accepted[i] = 1
-  end
-end
-return accepted
-"""
-
-
-async def enqueue_attempts(
-    redis: ArqRedis, entries: Sequence[OutboxEntry]
-) -> list[str | BaseException]:
-    """Put many attempts on the queue in one round trip; each gets its job id or its error.
-
-    Same keys, scores, expiry and serializer as ``ArqRedis.enqueue_job`` (see ``_ENQUEUE_MANY``).
-    """
-    enqueue_time_ms = timestamp_ms()
-    keys: list[str] = []
-    args: list[str | int | bytes] = [redis.default_queue_name]
-    for entry in entries:
-        job_id = job_id_for(entry)
-        due_ms = to_unix_ms(entry.available_at)
-        score = due_ms if due_ms > enqueue_time_ms else enqueue_time_ms
-        job = serialize_job(
-            SEND_FUNCTION,
-            (entry.public_id, entry.attempt, entry.correlation_id),
-            {},
-            None,
-            enqueue_time_ms,
-            serializer=redis.job_serializer,
-        )
-        keys += [job_key_prefix + job_id, result_key_prefix + job_id]
-        args += [job_id, score, score - enqueue_time_ms + redis.expires_extra_ms, job]
-    accepted = await redis.register_script(_ENQUEUE_MANY)(keys=keys, args=args)
-    results: list[str | BaseException] = []
-    for entry, ok in zip(entries, accepted, strict=True):
-        job_id = job_id_for(entry)
-        try:
-            if not ok:
-                await _check_refused(redis, job_id)
-            results.append(job_id)
-        except EnqueueError as exc:
-            results.append(exc)
-    return results
+    return job_id
 
 
 class Publisher:
-    """Concurrent callers' attempts enqueued in one round trip, right after their commit.
+    """Every caller's way to put attempts on the queue, right after their commit.
 
     ``publish`` returns once the job is in Redis; a failure raises and leaves the row to the
     outbox relay (``publish_or_leave`` logs it instead). Marking the outbox row published is
@@ -122,9 +76,7 @@ class Publisher:
 
     def __init__(self, db: Database, redis: ArqRedis) -> None:
         self._db = db
-        self._batcher: Batcher[ArqRedis] = Batcher(
-            lambda: nullcontext(redis), isolate_failures=False
-        )
+        self._redis = redis
         self._marking: set[asyncio.Task[None]] = set()
 
     async def publish(self, change: Change) -> str | None:
@@ -133,7 +85,7 @@ class Publisher:
         return None if entry is None else await self.publish_entry(entry)
 
     async def publish_entry(self, entry: OutboxEntry) -> str:
-        job_id = await self._batcher.run(enqueue_attempts, entry)
+        job_id = await enqueue_attempt(self._redis, entry)
         task = asyncio.create_task(self._mark_published(entry, job_id))
         self._marking.add(task)
         task.add_done_callback(self._marking.discard)
@@ -162,7 +114,6 @@ class Publisher:
             )
 
     async def close(self) -> None:
-        await self._batcher.close()
         await asyncio.gather(*self._marking)
 
 
@@ -193,11 +144,6 @@ async def relay_outbox(db: Database, publisher: Publisher, *, grace_seconds: flo
     return len(entries)
 
 
-#: How long a started job may keep its ``pendente`` row unclaimed before it counts as lost. A
-#: live worker claims within seconds of starting a job (longer only while it waits its write
-#: turn, bounded at 30 s); if one is merely slow, the new job and the old one meet at the
-#: conditional claim, and one of them loses it.
-ORPHANED_AFTER_SECONDS = 15.0
 #: The reconciliation cron's own timeout.
 SWEEP_TIMEOUT_SECONDS = 60.0
 
@@ -207,25 +153,8 @@ def send_timeout_seconds(sending_lease_seconds: float) -> float:
     return sending_lease_seconds * 2
 
 
-def in_progress_hold_seconds(sending_lease_seconds: float) -> float:
-    """How long arq keeps a started job's in-progress key: its longest function timeout + 10 s
-    (``in_progress_timeout_s`` in arq/worker.py), even when the worker that started it is gone."""
-    return max(send_timeout_seconds(sending_lease_seconds), SWEEP_TIMEOUT_SECONDS) + 10
-
-
-async def job_is_live(redis: ArqRedis, job_id: str, held_for: float | None = None) -> bool:
-    """Whether arq still holds this job (waiting, or running on a worker that is still there).
-
-    Only for a job whose row is still ``pendente`` past its grace. A worker SIGKILLed right after
-    it started jobs leaves their in-progress keys behind for ``held_for`` seconds, and no other
-    worker touches them until then: with ``held_for`` given, a job in progress for longer than
-    ``ORPHANED_AFTER_SECONDS`` without its claim is taken as lost (the in-progress key's
-    remaining time says when it was set).
-    """
-    status = await Job(job_id, redis).status()
-    if status != JobStatus.in_progress or held_for is None:
-        return status in LIVE_JOB_STATUSES
-    remaining_ms = int(await redis.pttl(in_progress_key_prefix + job_id))
-    if remaining_ms < 0:  # gone since: no longer held by anyone
-        return False
-    return held_for - remaining_ms / 1000 < ORPHANED_AFTER_SECONDS
+async def job_is_live(redis: ArqRedis, job_id: str) -> bool:
+    """Whether arq still holds this job: waiting, or started by a worker. A job that a worker
+    killed before its claim started stays arq's until arq lets it go (its in-progress timeout),
+    and then runs again; a duplicate meets the conditional claim and does nothing."""
+    return await Job(job_id, redis).status() in LIVE_JOB_STATUSES

@@ -113,16 +113,9 @@ async def reconcile(
     announcer: Announcer,
     *,
     invite_ttl_seconds: float,
-    in_progress_hold_seconds: float | None = None,
 ) -> Sweep:
     """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone,
-    expire unanswered invites.
-
-    ``in_progress_hold_seconds`` (``app.sending.queue.in_progress_hold_seconds``) lets it also
-    re-enqueue
-    the rows whose job a killed worker had started but never claimed; without it those wait
-    until arq lets the job go (minutes).
-    """
+    expire unanswered invites."""
     published = await relay_outbox(db, publisher)
     expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
     await announcer.announce_all(expired)
@@ -130,7 +123,7 @@ async def reconcile(
     lost = [
         invite
         for invite, job_id in await overdue_pending(db, due_before)
-        if job_id is None or not await job_is_live(redis, job_id, in_progress_hold_seconds)
+        if job_id is None or not await job_is_live(redis, job_id)
     ]
     await requeue(db, publisher, lost)
     unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)

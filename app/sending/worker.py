@@ -1,25 +1,34 @@
 """The arq worker: claim, send, record the verdict; and the reconciliation sweep.
 
-Start it with ``python -m app worker`` (``app.sending.steady_worker``: it rides out Redis outages),
-or
-``arq app.sending.worker.WorkerSettings`` (the plain arq CLI, which exits when Redis goes away).
+Start it with ``python -m app worker`` (``app.sending.supervise``: stock arq workers kept
+running across Redis outages), or ``arq app.sending.worker.WorkerSettings`` (the plain arq CLI,
+which exits when Redis goes away).
 Jobs carry ids, not rows: the row in the database is the only truth about an invite.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
 import logging
 import os
 import socket
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from arq import cron, func
 from arq.connections import RedisSettings
+from arq.typing import WorkerCoroutine
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app import ratelimit
 from app.accounts import signin
@@ -46,15 +55,22 @@ from app.sending.queue import (
     SEND_FUNCTION,
     SWEEP_TIMEOUT_SECONDS,
     Publisher,
-    in_progress_hold_seconds,
     send_timeout_seconds,
 )
-from app.sending.steady_worker import OUTAGE_ERRORS
 from app.sending.sweep import LEASE_EXPIRED_REASON
 from app.sending.sweep import reconcile as sweep
 from app.storage.database import Database
 
 log = logging.getLogger("app.sending.worker")
+
+#: What "Redis is not there" looks like from redis-py and the socket below it.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ConnectionError,
+    OSError,
+    asyncio.TimeoutError,
+)
 
 STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será retomado."
 HOURLY_BUDGET_SPENT = (
@@ -117,18 +133,11 @@ async def _send_timed(
         token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
     else:
         token = link
-    started = time.monotonic()
-    try:
-        await ctx["mailer"].send(
-            build_message(settings, invite, token),
-            progress,
-            deadline=ctx["settings"].sending_lease_seconds / 2,
-        )
-    except Exception:
-        # Failed sends count too; a worker stopping mid-send (CancelledError) does not.
-        await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
-        raise
-    await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
+    await ctx["mailer"].send(
+        build_message(settings, invite, token),
+        progress,
+        deadline=ctx["settings"].sending_lease_seconds / 2,
+    )
 
 
 async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
@@ -139,8 +148,11 @@ async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
     await ctx["observations"].observe(ACCEPTED_TO_SENT, max(0.0, latency))
 
 
-async def _deliver(ctx: dict[str, Any], invite: Invite, link: str | None) -> Change | None:
-    progress = SendProgress()
+async def _deliver(
+    ctx: dict[str, Any], invite: Invite, link: str | None, progress: SendProgress
+) -> Change | None:
+    """Send, then record the verdict in the database; nothing here needs Redis, so a verdict
+    is never lost to an outage."""
     try:
         await _send_timed(ctx, invite, link, progress)
     except TooLateToSend:
@@ -172,14 +184,49 @@ async def _deliver(ctx: dict[str, Any], invite: Invite, link: str | None) -> Cha
     return await transitions.mark_sent(ctx["db"], invite)
 
 
+class RunningJobs:
+    """The jobs this worker runs now. When Redis goes away, arq's worker ends, but its jobs
+    only need the database to finish: the supervisor waits for them before closing their
+    clients."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    @contextlib.asynccontextmanager
+    async def track(self) -> AsyncIterator[None]:
+        self.count += 1
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self.idle.set()
+
+    async def wait_idle(self) -> None:
+        await self.idle.wait()
+
+
+def tracked(job: Callable[..., Awaitable[Any]]) -> WorkerCoroutine:
+    """``job``, counted in ``ctx["running"]`` while it runs."""
+
+    @functools.wraps(job)
+    async def run(ctx: dict[str, Any], *args: Any) -> Any:
+        async with ctx["running"].track():
+            return await job(ctx, *args)
+
+    return cast(WorkerCoroutine, run)
+
+
 async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correlation: str) -> str:
     """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
     correlation_id.set(correlation)
     settings: Settings = ctx["settings"]
     if await ctx["pause"]() is not None:
         # Paused by the team (app.sending.pause): the row stays pendente; the sweep enqueues it
-        # again
-        # once sending resumes.
+        # again once sending resumes.
         log.info("sending paused; job left for later", extra={"invite": public_id})
         return "paused"
     won = await transitions.claim_with_link(
@@ -191,7 +238,19 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         return "duplicate"
     claimed = won.change
     await ctx["announcer"].announce(claimed)
-    spent = await ctx["limiter"].take([ratelimit.global_send_limit(settings)])
+    try:
+        spent = await ctx["limiter"].take([ratelimit.global_send_limit(settings)])
+    except OUTAGE_ERRORS:
+        # Redis went away between the claim and the send: nothing left, so the claim is given
+        # back at once rather than left to expire as incerto.
+        log.warning(
+            "redis unavailable before sending; claim given back", extra={"invite": public_id}
+        )
+        released = await transitions.release_claim(
+            ctx["db"], claimed.invite, STOPPED_BEFORE_SENDING
+        )
+        await _record(ctx, released)
+        return "released"
     if spent is not None:
         # Nothing refused, nothing lost: the row waits as pendente until the window renews.
         log.warning("hourly send budget spent; attempt deferred", extra={"invite": public_id})
@@ -201,8 +260,12 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         await _record(ctx, deferred)
         return "deferred"
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
-    outcome = await _deliver(ctx, claimed.invite, won.link)
+    progress, started = SendProgress(), time.monotonic()
+    outcome = await _deliver(ctx, claimed.invite, won.link, progress)
+    took = time.monotonic() - started
+    # What follows needs Redis; the verdict is already in the database.
     await _record(ctx, outcome)
+    await ctx["observations"].observe(SEND_DURATION, took)
     await _observe_sent(ctx, outcome)
     status = outcome.invite.status.value if outcome else "lost"
     log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
@@ -217,7 +280,6 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
         ctx["publisher"],
         ctx["announcer"],
         invite_ttl_seconds=ctx["settings"].invite_ttl_seconds,
-        in_progress_hold_seconds=in_progress_hold_seconds(ctx["settings"].sending_lease_seconds),
     )
     return vars(done)
 
@@ -249,15 +311,15 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["limiter"] = ratelimit.Limiter(ctx["redis"])  # concurrent jobs' checks: one round trip
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
     ctx["pause"] = PauseFlag(ctx["db"])
+    ctx["running"] = RunningJobs()
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     failing = False
     try:
         await beat(ctx["redis"], ctx["worker_id"])
     except OUTAGE_ERRORS:
         # Redis went away since arq connected: the loop below beats again every interval, and
-        # the steady worker's poll waits the outage out (app.sending.steady_worker). Starting up is
-        # not
-        # the moment to give up (a chaos run saw a worker exit 1 here).
+        # the supervisor waits the outage out (app.sending.supervise). Starting up is not the
+        # moment to give up.
         log.exception("heartbeat failed; retrying every interval")
         failing = True
     ctx["heartbeat"] = asyncio.create_task(_heartbeat_forever(ctx, failing))
@@ -281,14 +343,28 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     log.info("worker stopped", extra={"worker_id": ctx.get("worker_id")})
 
 
+def redis_settings(url: str) -> RedisSettings:
+    """arq's settings for ``url``, with redis-py retrying each command through a short blip
+    (about a second); arq's own connection retries are off, since a longer outage is the
+    supervisor's to wait out with one log line (``app.sending.supervise``)."""
+    return dataclasses.replace(
+        RedisSettings.from_dsn(url),
+        conn_retries=0,
+        retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionError],
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.1), retries=3),
+    )
+
+
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
     send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
     return {
-        "functions": [func(send_invite, name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)],
+        "functions": [
+            func(tracked(send_invite), name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)
+        ],
         "cron_jobs": [
             cron(
-                reconcile,
+                tracked(reconcile),
                 second=set(range(0, 60, 2)),
                 run_at_startup=True,
                 timeout=SWEEP_TIMEOUT_SECONDS,
@@ -296,7 +372,7 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         ],
         "on_startup": startup,
         "on_shutdown": shutdown,
-        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        "redis_settings": redis_settings(settings.redis_url),
         # A graceful stop lets in-flight sends finish; what is left is put back safely.
         "job_completion_wait": max(1, round(settings.worker_grace_seconds)),
         # Measured (docs/benchmarks.md): a short poll keeps accepted→enviado low without backlog;
@@ -328,12 +404,17 @@ async def _shutdown_of_the_process(ctx: dict[str, Any]) -> None:
             ctx["collector"].close()
 
 
-def _worker_settings_class() -> type:
-    configure_logging("worker")
-    options = worker_options(load_settings())
+def process_worker_options(settings: Settings) -> dict[str, Any]:
+    """``worker_options`` for a worker process of its own (``python -m app worker``, arq's CLI)."""
+    options = worker_options(settings)
     options["on_startup"] = _startup_with_json_logs
     options["on_shutdown"] = _shutdown_of_the_process
-    return type("WorkerSettings", (), options)
+    return options
+
+
+def _worker_settings_class() -> type:
+    configure_logging("worker")
+    return type("WorkerSettings", (), process_worker_options(load_settings()))
 
 
 def __getattr__(name: str) -> Any:
