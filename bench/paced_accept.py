@@ -143,6 +143,6 @@ def section(data: dict[str, Any]) -> list[str]:
         f"- **target {'met' if met else 'missed'}** — paced accept p99 {data['p99_ms']:,.1f} ms "
         "(goal < 25 ms)"
         + ("" if kept_pace else "; the client could not keep the pace (a starved bench process)")
-        + ("" if met else ". Why: see the README"),
+        + ("" if met else '. Why: see "Where each target stands" below'),
         "",
     ]

@@ -78,7 +78,7 @@ def accept_section(data: dict[str, Any]) -> list[str]:
         why = (
             "wrk used a whole core: the client, not the app, is the limit"
             if client_bound
-            else ("see the performance section of the README and the change log below")
+            else 'see "Where each target stands" and the change log below'
         )
         lines.append(
             _verdict(
@@ -123,14 +123,15 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
             ratio >= 0.45 and burst["complete"],
             f"send: {_f(burst['rate'])} invites/s, {ratio:.0%} of arq no-op (issue #13: ≥ 45%)",
             "every invite costs two durable SQLite transactions (claim, verdict) and an SMTP "
-            "exchange on top of arq's own per-job Redis round trips; see the README"
+            "exchange on top of arq's own per-job Redis round trips; "
+            'see "Where each target stands" below'
             + ("" if burst["complete"] else "; the run timed out before every invite was sent"),
         ),
         _verdict(
             paced["p50_ms"] < 100,
             f"latency: accepted→`enviado` p50 {_f(paced['p50_ms'], 1)} ms without backlog "
             "(goal < 100 ms)",
-            "see the README",
+            'see "Where each target stands" below',
         ),
         "",
     ]
@@ -190,7 +191,7 @@ def live_section(data: dict[str, Any]) -> list[str]:
             f"live: last subscriber p99 {_f(data['last_subscriber_p99_ms'], 1)} ms (goal < 100 ms"
             f" and ≤ 1.5× the bare broadcast: {ratio:.2f}×), {_f(data['kb_per_stream'], 1)} KB "
             "per stream (goal < 50)",
-            "see the README",
+            'see "Where each target stands" below',
         ),
         "",
     ]

@@ -79,7 +79,7 @@ def section(data: dict[str, Any]) -> list[str]:
         "",
         f"- **target {'met' if ratio >= 1.6 and two['complete'] else 'missed'}** — two workers "
         f"drain {ratio:.2f}× as fast as one (goal ≥ 1.6×)"
-        + ("" if ratio >= 1.6 else ". Why: see the README"),
+        + ("" if ratio >= 1.6 else '. Why: see "Where each target stands" below'),
         "",
     ]
     return lines

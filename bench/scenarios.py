@@ -321,7 +321,7 @@ async def _live_streams(
             "bench.sse_clients",
             # As the page opens its stream: from the cursor it was rendered with, here 0 (each
             # sender is new). A stream without one first reads and sends a snapshot of the
-            # rows; 1,000 of those opened at once took seconds to be listening (README).
+            # rows; 1,000 of those opened at once took seconds to be listening.
             ",".join(f"{url}{EVENTS_PATH}?depois=0" for url in web.base_urls),
             str(plan),
             str(out),
