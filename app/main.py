@@ -49,7 +49,6 @@ from app.web import (
     health,
     invites,
     mailbox,
-    server_exit,
     signin,
     summary,
 )
@@ -161,8 +160,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
         # Wake-ups for the open SSE streams: Redis pub/sub, and a periodic check for lost ones.
         hub = Hub(settings.redis_url, db, check_seconds=settings.worker_heartbeat_seconds)
         await hub.start()
-        # uvicorn waits for open responses before the shutdown below: the streams end first.
-        exit_watch = asyncio.create_task(server_exit.watch(hub.end_streams), name="server-exit")
         announcer = Announcer(redis, ring_here=hub.ring)
         templates = build_templates(static)
         feed = LiveFeed(db, partial(render_row, templates, settings=settings))
@@ -192,7 +189,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
             # Every step is bounded: a store that stopped answering must not hold the server
             # (or a test) in its shutdown for ever.
             monitor.cancel()
-            exit_watch.cancel()
             if warming is not None:
                 warming.cancel()
             await _bounded(hub.close(), "live hub")

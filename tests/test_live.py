@@ -181,9 +181,9 @@ async def _sender(db: Database, public_id: str) -> str:
 async def test_open_streams_end_cleanly_when_the_server_stops(
     settings: Settings, tmp_path: Path
 ) -> None:
-    # A resting stream's periodic check is a minute away: only the shutdown ringing its
-    # doorbell can end it in time for a clean finish.
-    env = process_env(settings, WORKER_HEARTBEAT_SECONDS="60")
+    # A resting stream's periodic check is an hour away: only the shutdown ringing its doorbell
+    # ends it before sse-starlette's grace period runs out and the response is cut.
+    env = process_env(settings, WORKER_HEARTBEAT_SECONDS="3600")
     port = free_port()
     with AppProcess.web(env, tmp_path / "web.log", port) as process:
         wait_for_port(port)
@@ -193,14 +193,11 @@ async def test_open_streams_end_cleanly_when_the_server_stops(
         ):
             lines = response.aiter_lines()
             assert await anext(lines) == ": ola"
-            await asyncio.sleep(0.5)  # past its first read, resting
-            started = time.monotonic()
             await asyncio.to_thread(process.stop)
             # The body ends (no exception): the response was completed, not cut.
             async for _ in lines:
                 pass
 
-    assert time.monotonic() - started < 5
     assert "returned without completing response" not in process.log()
 
 

@@ -5,7 +5,7 @@ own cursor (``changes``). Asks that come in the same moment — or while a read 
 they form the next one — are answered by one query for every (sender, cursor) pair
 (``queries.events_since_many``); streams with the same pair share one answer. Each changed row
 is rendered and encoded as server-sent-event bytes once per read, and every stream that sends
-it sends those bytes (``EventStream`` writes ``bytes`` from the generator as they are).
+it sends those bytes (``EventSourceResponse`` sends ``bytes`` from the generator as they are).
 
 A read that already started never answers a later ask: the ring may be for a row committed
 after it began, so the ask waits for the next read. Each stream keeps its own cursor

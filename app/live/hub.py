@@ -1,7 +1,8 @@
 """Each web process's one Redis pub/sub connection, fanned out to the open streams by sender.
 
 A message only rings the streams' doorbells (``Wakeup``); each stream then reads the event rows
-from the database (``app.web.events``).
+from the database (``app.web.events``). The server stopping rings them all, so each stream ends
+and its response completes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
+import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -82,6 +84,10 @@ class Hub:
         self.settle_seconds = settle_seconds
         self.closed = False
         self.streams_ending = False  # the server is stopping: every stream ends
+        # sse-starlette sets each stream response's ``shutdown_event`` when the server starts
+        # stopping; every response is given this one, so one waiter rings every stream at once
+        # (a resting stream would otherwise be cut by the response, not ended cleanly).
+        self.server_stopping = anyio.Event()
         self._streams: dict[str, set[Wakeup]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -96,7 +102,12 @@ class Hub:
         self._tasks = [
             asyncio.create_task(self._run(), name="live-hub"),
             asyncio.create_task(self._check_forever(floor), name="live-hub-check"),
+            asyncio.create_task(self._end_streams_when_stopping(), name="live-hub-stopping"),
         ]
+
+    async def _end_streams_when_stopping(self) -> None:
+        await self.server_stopping.wait()
+        self.end_streams()
 
     def end_streams(self) -> None:
         """Ring every stream so each one ends cleanly (the server is stopping)."""

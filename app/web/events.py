@@ -6,6 +6,10 @@ reads the sender's event rows newer than its cursor and sends each changed invit
 its rendered row (``_invite_row.html``), with the newest event id as the SSE id; the streams
 that wake together share one read and each row's bytes (``app.live.feed``). A stream that
 starts without a cursor first sends the current state of the sender's visible rows.
+
+The response is sse-starlette's ``EventSourceResponse``: its pings keep proxies from closing a
+quiet stream, it ends the stream when the client hangs up, and on server shutdown it sets the
+hub's ``server_stopping`` event, which rings every stream so each ends and completes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from sse_starlette import ServerSentEvent
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
@@ -34,13 +38,16 @@ from app.storage.database import Database
 from app.web.common import db_of, error_response, settings_of, templates_of, visitor_id
 from app.web.identity import identify
 from app.web.params import BadParameter, whole_number
-from app.web.sse_response import HEADERS, EventStream
 from app.web.stream_caps import StreamRefused, StreamSlots, lifetime_seconds, take_stream_slots
 
 log = logging.getLogger(__name__)
 
 PING = ServerSentEvent(comment="ping")
+#: A client that stopped reading is let go, not waited for; it resumes with Last-Event-ID.
 SEND_TIMEOUT_SECONDS = 10
+#: How long a stream may take to end after the server starts stopping before sse-starlette cuts
+#: it: less than uvicorn's --timeout-graceful-shutdown (docs/deploy.md), more than one read.
+SHUTDOWN_GRACE_SECONDS = 2.0
 RECONNECT_MILLISECONDS = 1000
 # A stream's slot under the per-sender cap expires unless refreshed (see app.ratelimit).
 SLOT_REFRESH_SECONDS = 600
@@ -90,11 +97,6 @@ class Stream:
         self.slot_refreshed = time.monotonic()
         self.paused_check: SendingNotice = request.state.paused
         self.paused: str | None = ""  # "": nothing sent yet
-        # The doorbell while subscribed; the client hanging up rings it (``hang_up``), as the
-        # server stopping does (``Hub.end_streams``): the loop ends and the response completes.
-        self.wakeup: Wakeup | None = None
-        self.gone = False
-        self.last_said = time.monotonic()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
         data = render_row(self.templates, invite, event_id, utcnow(), self.settings)
@@ -128,34 +130,20 @@ class Stream:
 
     @property
     def ending(self) -> bool:
-        hub = self.hub
-        return hub.streams_ending or self.gone or time.monotonic() >= self.ends_at
-
-    def hang_up(self) -> None:
-        """The client disconnected (``EventStream``): end at the next look."""
-        self.gone = True
-        if self.wakeup is not None:
-            self.wakeup.ring()
+        return self.hub.streams_ending or time.monotonic() >= self.ends_at
 
     def period(self) -> float:
-        """How long the stream may rest: until the paused notice is due again, its end, or
-        its next ping, whichever comes first."""
+        """How long the stream may rest: until the paused notice is due again or its end,
+        whichever comes first."""
         now = time.monotonic()
-        return max(
-            0.0,
-            min(
-                self.settings.worker_heartbeat_seconds,
-                self.ends_at - now,
-                self.last_said + self.settings.stream_ping_seconds - now,
-            ),
-        )
+        return max(0.0, min(self.settings.worker_heartbeat_seconds, self.ends_at - now))
 
     async def rest(self, wakeup: Wakeup) -> bool:
         """Until a wake-up (True: read the database) or ``period()``.
 
-        The server stopping and the client hanging up ring the same bell; wake-ups that never
+        The server stopping rings the same bell (``Hub.end_streams``); wake-ups that never
         arrived are rung by the hub's own periodic check (``app.live.Hub``), not found by every
-        stream.
+        stream. A client hanging up cancels the stream where it rests (``EventSourceResponse``).
         """
         if self.ending:
             return True
@@ -169,14 +157,10 @@ class Stream:
         return await self.upkeep()
 
     async def upkeep(self) -> list[ServerSentEvent]:
-        """Between reads: the paused notice if it changed, the slot kept, a ping if due."""
+        """Between reads: the paused notice if it changed, and the slot kept."""
         notice = await self.notice()
         await self.keep_slot()
-        if notice is not None:
-            return [notice]
-        if time.monotonic() - self.last_said >= self.settings.stream_ping_seconds:
-            return [PING]  # proxies close a connection that says nothing for long
-        return []
+        return [] if notice is None else [notice]
 
     async def events(self, wakeup: Wakeup) -> AsyncIterator[ServerSentEvent | bytes]:
         yield ServerSentEvent(comment="ola", retry=RECONNECT_MILLISECONDS)
@@ -223,9 +207,11 @@ async def serve(request: Request, live: Stream) -> Response:
     """``live`` as an SSE response: under the stream caps (429/503 when refused), counted while
     open, its slot given back however it ends. The batch page's stream is served the same way.
 
-    A ``HEAD`` (Starlette answers one on every ``GET`` route) gets the headers and no stream."""
+    A ``HEAD`` (Starlette answers one on every ``GET`` route) takes no slot: sse-starlette
+    answers it with the headers alone and never starts the body, so nothing would give a slot
+    back."""
     if request.method == "HEAD":
-        return Response(media_type=EventStream.media_type, headers=HEADERS)
+        return EventSourceResponse(iter(()))
     try:
         slot = await take_stream_slots(request, live.redis, live.sender)
     except StreamRefused as exc:
@@ -236,13 +222,19 @@ async def serve(request: Request, live: Stream) -> Response:
         # Counted inside the generator: exactly while the stream is open (see app.ops.metrics).
         try:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
-                live.wakeup = wakeup
                 async for event in live.events(wakeup):
-                    live.last_said = time.monotonic()
                     yield event
         finally:
-            # anyio cancels every await inside a cancelled scope: shield the release.
+            # A hang-up cancels the stream, and anyio cancels every await inside a cancelled
+            # scope: shield the release.
             with anyio.CancelScope(shield=True):
                 await slot.release()
 
-    return EventStream(generate(), on_disconnect=live.hang_up, send_timeout=SEND_TIMEOUT_SECONDS)
+    return EventSourceResponse(
+        generate(),
+        ping=live.settings.stream_ping_seconds,
+        ping_message_factory=lambda: PING,
+        send_timeout=SEND_TIMEOUT_SECONDS,
+        shutdown_event=live.hub.server_stopping,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
+    )
