@@ -90,6 +90,16 @@ def _reply_error(exc: aiosmtplib.SMTPResponseException, what: str) -> SendError:
     return PermanentSendError(f"{what} ({detail}).", exc.code)
 
 
+async def _greet(client: aiosmtplib.SMTP) -> None:
+    """EHLO, or HELO where a server does not know EHLO (RFC 5321 4.1.1.1)."""
+    try:
+        await client.ehlo()
+    except aiosmtplib.SMTPHeloError:
+        if not client.is_connected:
+            raise
+        await client.helo()
+
+
 @dataclass
 class _Idle:
     client: aiosmtplib.SMTP
@@ -203,7 +213,7 @@ class Mailer:
             if client.is_ehlo_or_helo_needed:
                 # Whether to ask for DSN depends on the server's EHLO answer (aiosmtplib would
                 # otherwise greet lazily inside MAIL).
-                await client._ehlo_or_helo_if_needed()
+                await _greet(client)
             mail_options, rcpt_options = dsn_options(client, message)
             await self._mail_from(client, message.envelope_from, mail_options, kept=kept)
             await client.rcpt(message.recipient, options=rcpt_options)
