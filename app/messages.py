@@ -38,8 +38,8 @@ def compose(
 ) -> OutgoingMail:
     """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
 
-    The Message-ID is made of the row and the attempt (not ``make_msgid``'s random one): a bounce
-    that quotes it names the attempt it is about, and a re-sent attempt reuses it.
+    The Message-ID is made of the row and the attempt (not ``make_msgid``'s random one), so a mail
+    log or a returned message that quotes it leads to the invite and the attempt.
     """
     message = EmailMessage(policy=SMTP)
     message["From"] = settings.mail_from
