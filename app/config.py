@@ -12,6 +12,7 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -128,6 +129,11 @@ class Settings:
     @property
     def is_dev(self) -> bool:
         return self.app_env == "development"
+
+    @property
+    def mail_domain(self) -> str:
+        """``MAIL_FROM``'s domain: the right-hand side of every Message-ID we write."""
+        return mail_domain(self.mail_from)
 
     def backoff_for(self, failed_attempt: int) -> float:
         """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
@@ -315,6 +321,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         raise ConfigError(
             f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
         )
+    mail_from = env.get("MAIL_FROM", "Convites <convites@localhost>")
     return Settings(
         app_env=app_env,
         database_url=_parse(
@@ -327,7 +334,7 @@ def _read(env: Mapping[str, str]) -> Settings:
             env, "REDIS_URL", "redis://localhost:6379/0", _url("redis", "rediss", "unix")
         ),
         smtp=_parse(env, "SMTP_URL", "smtp://localhost:8025", SmtpSettings.from_url),
-        mail_from=env.get("MAIL_FROM", "Convites <convites@localhost>"),
+        mail_from=mail_from,
         secret_key=_secret_key(env, app_env),
         public_url=env.get("PUBLIC_URL", "http://localhost:8000").rstrip("/"),
         slow_after_seconds=_parse(env, "SLOW_AFTER_SECONDS", "30", _positive_float),
@@ -363,7 +370,9 @@ def _read(env: Mapping[str, str]) -> Settings:
         ),
         sends_per_hour=_parse(env, "SENDS_PER_HOUR", "5000", _positive_int),
         # Bounces come back to a VERP address of this one (app.bounces.addresses).
-        return_path=_parse(env, "RETURN_PATH", f"devolucoes@{_mail_domain(env)}", _return_path),
+        return_path=_parse(
+            env, "RETURN_PATH", f"devolucoes@{mail_domain(mail_from)}", _return_path
+        ),
         bounce_listen=_parse(env, "BOUNCE_LISTEN", "127.0.0.1:2525", _host_port),
         streams_per_address=_parse(env, "STREAMS_PER_ADDRESS", "60", _positive_int),
         streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
@@ -380,6 +389,6 @@ def _read(env: Mapping[str, str]) -> Settings:
     )
 
 
-def _mail_domain(env: Mapping[str, str]) -> str:
-    address = env.get("MAIL_FROM", "Convites <convites@localhost>")
-    return address.rpartition("@")[2].strip(" >").lower() or "localhost"
+def mail_domain(mail_from: str) -> str:
+    """The lower-case domain of a ``Name <address>`` (``localhost`` when it names none)."""
+    return parseaddr(mail_from)[1].rpartition("@")[2].lower() or "localhost"

@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.bounces.reasons import history_line
 from app.clock import duration
@@ -58,7 +59,6 @@ from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from app.web.middleware.csrf import CsrfMiddleware, csrf_field, csrf_token_global
 from app.web.middleware.hosts import HostCheckMiddleware, allowed_hosts
-from app.web.middleware.proxy_headers import TrustedProxyHeadersMiddleware
 from app.web.middleware.security_headers import SecurityHeadersMiddleware, add_security_headers
 from app.web.middleware.sessions import SchemeAwareSessionMiddleware
 from app.web.present import (
@@ -268,8 +268,14 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
     if settings.ops_token is not None:
         routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
+    # uvicorn's proxy-headers middleware, added here (uvicorn runs with --no-proxy-headers) so
+    # that TRUST_PROXY_HEADERS/TRUSTED_PROXIES is the one switch, whatever serves the app.
     middleware = (
-        [Middleware(TrustedProxyHeadersMiddleware, trusted=settings.trusted_proxies)]
+        [
+            Middleware(
+                ProxyHeadersMiddleware, trusted_hosts=[str(n) for n in settings.trusted_proxies]
+            )
+        ]
         if settings.trust_proxy_headers
         else []
     )

@@ -210,6 +210,13 @@ class Received:
         assert isinstance(parsed, EmailMessage)
         return parsed
 
+    @property
+    def text(self) -> str:
+        """The plain-text part as a mail reader shows it (MIME's CRLF line ends as newlines)."""
+        body = self.message.get_body(("plain",))
+        assert body is not None
+        return body.get_content().replace("\r\n", "\n")
+
 
 @dataclass
 class _Script:

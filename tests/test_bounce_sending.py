@@ -38,7 +38,7 @@ def dsn_smtp() -> Iterator[ScriptedSmtp]:
 
 
 async def send(settings: Settings, invite: Invite) -> None:
-    mailer = Mailer(settings.smtp, settings.mail_from)
+    mailer = Mailer(settings.smtp)
     await mailer.send(build_message(settings, invite, "TOKEN"), SendProgress(), deadline=10)
     await mailer.close()
 

@@ -23,7 +23,13 @@ async def test_the_public_url_host_and_localhost_outside_production_are_served(
     settings: Settings,
 ) -> None:
     public = replace(settings, public_url="https://convites.example.com", allowed_hosts=())
-    for base in ("http://convites.example.com", "http://localhost:8000", "http://127.0.0.1"):
+    bases = (
+        "http://convites.example.com",
+        "http://localhost:8000",
+        "http://127.0.0.1",
+        "http://[::1]:8000",
+    )
+    for base in bases:
         async with client_for(public, base_url=base) as browser:
             assert (await browser.get("/")).status_code == 200, base
 

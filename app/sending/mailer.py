@@ -12,20 +12,13 @@ Errors are sorted into three kinds, because each leads to a different state:
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import re
-import secrets
 import time
 from dataclasses import dataclass
-from email.headerregistry import Address
-from email.utils import formataddr, formatdate, parseaddr
 
 import aiosmtplib
 
-from app.bounces.addresses import bounce_address, envelope_id
-from app.config import Settings, SmtpSettings
-from app.invites.records import Invite
+from app.config import SmtpSettings
 
 log = logging.getLogger(__name__)
 
@@ -61,120 +54,14 @@ class SendProgress:
     data_started: bool = False
 
 
-def _domain(mail_from: str) -> str:
-    address = parseaddr(mail_from)[1]
-    return address.rpartition("@")[2] or "localhost"
-
-
 @dataclass(frozen=True)
 class OutgoingMail:
-    """One message ready for the wire: the envelope recipient and the MIME bytes."""
+    """One message ready for the wire: the envelope (RFC 5321) and the message bytes."""
 
     recipient: str
-    message_id: str
     content: bytes
-    envelope_from: str = ""  # VERP: a bounce names its invite (empty: the MAIL_FROM address)
+    envelope_from: str  # VERP: a bounce names its invite (app.bounces.addresses)
     envelope_id: str = ""  # DSN ENVID (RFC 3461), where the server offers DSN
-
-
-def _base64_lines(text: str) -> str:
-    return base64.encodebytes(text.encode("utf-8")).decode("ascii").replace("\n", "\r\n")
-
-
-#: The common form of an address the input checks let through (plain ASCII, no quoting):
-#: nothing in it can end or bend a header. Any other address takes the email package's parse.
-_PLAIN_ADDRESS = re.compile(
-    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
-)
-
-
-def _address_header(name: str | None, email: str) -> str:
-    """``Name <addr>`` for a header; an address or name that could break the header is refused
-    (``PermanentSendError``: the row fails with the reason instead of sending something else)."""
-    if any(ch in (name or "") + email for ch in "\r\n"):
-        raise PermanentSendError("O endereço de e-mail não é válido.")
-    if _PLAIN_ADDRESS.fullmatch(email):
-        addr_spec = email
-    else:
-        try:
-            addr_spec = Address(display_name=name or "", addr_spec=email).addr_spec
-        except (ValueError, IndexError) as exc:
-            raise PermanentSendError("O endereço de e-mail não é válido.") from exc
-    if not name or name.isascii():
-        return formataddr((name or "", addr_spec))
-    return f"{_encoded_words(name)} <{addr_spec}>"
-
-
-def _encoded_words(text: str) -> str:
-    """RFC 2047: base64 encoded words of at most 75 characters, folded between words (what the
-    email package writes too, at a fraction of its cost)."""
-    words, chunk = [], b""
-    for char in text:
-        encoded = char.encode("utf-8")
-        if len(chunk) + len(encoded) > 45:
-            words.append(chunk)
-            chunk = b""
-        chunk += encoded
-    words.append(chunk)
-    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(w).decode('ascii')}?=" for w in words)
-
-
-def _subject(text: str) -> str:
-    """A short plain-ASCII subject as it is; anything else (or anything a mail program would
-    read as an encoded word) as encoded words."""
-    if text.isascii() and len(text) <= 70 and "=?" not in text and not set(text) & {"\r", "\n"}:
-        return text
-    return _encoded_words(text)
-
-
-def compose(
-    settings: Settings,
-    invite: Invite,
-    subject: str,
-    text: str,
-    page: str,
-    *,
-    reply_to: tuple[str | None, str] | None = None,
-) -> OutgoingMail:
-    """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
-
-    Written out directly (RFC 5322/2045; non-ASCII names as RFC 2047 encoded words, bodies in
-    base64): the ``email`` package's header machinery cost milliseconds per message, which
-    was most of a worker's CPU. Every variable part is validated or encoded here; what the
-    message says is ``app.sending.messages``'.
-    """
-    to = _address_header(invite.name, invite.email)
-    headers = [
-        f"From: {settings.mail_from}",
-        f"To: {to}",
-        f"Subject: {_subject(subject)}",
-        f"Date: {formatdate(localtime=False)}",
-    ]
-    if reply_to is not None:
-        headers.append(f"Reply-To: {_address_header(*reply_to)}")
-    message_id = f"<{invite.public_id}.{invite.attempt}@{_domain(settings.mail_from)}>"
-    boundary = "=_convite_" + secrets.token_hex(12)
-    headers += [
-        f"Message-ID: {message_id}",
-        f"X-Correlation-ID: {invite.correlation_id}",
-        f"X-Convite-ID: {invite.public_id}",
-        "MIME-Version: 1.0",
-        f'Content-Type: multipart/alternative; boundary="{boundary}"',
-    ]
-    parts = [
-        f'--{boundary}\r\nContent-Type: text/{kind}; charset="utf-8"\r\n'
-        f"Content-Transfer-Encoding: base64\r\n\r\n{_base64_lines(body)}"
-        for kind, body in (("plain", text), ("html", page))
-    ]
-    content = "\r\n".join(headers) + "\r\n\r\n" + "".join(parts) + f"--{boundary}--\r\n"
-    return OutgoingMail(
-        invite.email,
-        message_id,
-        content.encode("ascii"),
-        envelope_from=bounce_address(settings.return_path, invite.public_id),
-        envelope_id=envelope_id(invite.public_id, invite.attempt),
-    )
 
 
 def xtext(value: str) -> str:
@@ -203,6 +90,16 @@ def _reply_error(exc: aiosmtplib.SMTPResponseException, what: str) -> SendError:
     return PermanentSendError(f"{what} ({detail}).", exc.code)
 
 
+async def _greet(client: aiosmtplib.SMTP) -> None:
+    """EHLO, or HELO where a server does not know EHLO (RFC 5321 4.1.1.1)."""
+    try:
+        await client.ehlo()
+    except aiosmtplib.SMTPHeloError:
+        if not client.is_connected:
+            raise
+        await client.helo()
+
+
 @dataclass
 class _Idle:
     client: aiosmtplib.SMTP
@@ -224,9 +121,8 @@ class Mailer:
 
     IDLE_SECONDS = 30.0  # servers drop idle sessions; do not keep ours much longer
 
-    def __init__(self, smtp: SmtpSettings, mail_from: str) -> None:
+    def __init__(self, smtp: SmtpSettings) -> None:
         self.smtp = smtp
-        self.sender_address = parseaddr(mail_from)[1]
         self._idle: list[_Idle] = []
         self._slots = asyncio.Semaphore(smtp.pool_size)
 
@@ -317,11 +213,9 @@ class Mailer:
             if client.is_ehlo_or_helo_needed:
                 # Whether to ask for DSN depends on the server's EHLO answer (aiosmtplib would
                 # otherwise greet lazily inside MAIL).
-                await client._ehlo_or_helo_if_needed()
+                await _greet(client)
             mail_options, rcpt_options = dsn_options(client, message)
-            await self._mail_from(
-                client, message.envelope_from or self.sender_address, mail_options, kept=kept
-            )
+            await self._mail_from(client, message.envelope_from, mail_options, kept=kept)
             await client.rcpt(message.recipient, options=rcpt_options)
         except aiosmtplib.SMTPRecipientRefused as exc:
             raise _reply_error(

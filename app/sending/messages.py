@@ -1,16 +1,66 @@
 """What each mail says, in pt-BR: the invitation (naming its sender) and the sign-in link.
 
-``app.sending.mailer.compose`` writes the MIME; every person-supplied text is escaped for the HTML
-part.
+The standard ``email`` package writes the message (RFC 5322 headers, encoded words for names,
+MIME parts); every person-supplied text is escaped for the HTML part.
 """
 
 from __future__ import annotations
 
 import html
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import formatdate
 
+from app.bounces.addresses import bounce_address, envelope_id
 from app.config import Settings
 from app.invites.records import SIGNIN_MAIL, Invite
-from app.sending.mailer import OutgoingMail, compose
+from app.sending.mailer import OutgoingMail, PermanentSendError
+
+
+def _address(name: str | None, email: str) -> Address:
+    """The address for a header; one that could bend the header (a line break, a malformed
+    address) is refused, so the row fails with the reason instead of sending something else."""
+    try:
+        return Address(display_name=name or "", addr_spec=email)
+    except (ValueError, IndexError) as exc:  # the parser raises IndexError on "ana@"
+        raise PermanentSendError("O endereço de e-mail não é válido.") from exc
+
+
+def compose(
+    settings: Settings,
+    invite: Invite,
+    subject: str,
+    text: str,
+    page: str,
+    *,
+    reply_to: tuple[str | None, str] | None = None,
+) -> OutgoingMail:
+    """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
+
+    The Message-ID is made of the row and the attempt (not ``make_msgid``'s random one), so a mail
+    log or a returned message that quotes it leads to the invite and the attempt.
+    """
+    message = EmailMessage(policy=SMTP)
+    message["From"] = settings.mail_from
+    message["To"] = _address(invite.name, invite.email)
+    message["Subject"] = subject
+    message["Date"] = formatdate(localtime=False)
+    if reply_to is not None:
+        message["Reply-To"] = _address(*reply_to)
+    message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}@{settings.mail_domain}>"
+    message["X-Correlation-ID"] = invite.correlation_id
+    message["X-Convite-ID"] = invite.public_id
+    # base64 keeps the bodies 7-bit in short lines, whatever they hold: policy.SMTP would
+    # otherwise write 8-bit text, and we never ask the server for 8BITMIME.
+    message.set_content(text, cte="base64")
+    message.add_alternative(page, subtype="html", cte="base64")
+    return OutgoingMail(
+        invite.email,
+        message.as_bytes(),
+        envelope_from=bounce_address(settings.return_path, invite.public_id),
+        envelope_id=envelope_id(invite.public_id, invite.attempt),
+    )
 
 
 def _greeting(invite: Invite) -> str:

@@ -305,7 +305,7 @@ async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
 async def startup(ctx: dict[str, Any]) -> None:
     settings: Settings = ctx["settings"]
     ctx["db"] = Database(settings.database_url)
-    ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
+    ctx["mailer"] = Mailer(settings.smtp)
     ctx["announcer"] = Announcer(ctx["redis"])
     ctx["observations"] = Observations(ctx["redis"])
     ctx["limiter"] = ratelimit.Limiter(ctx["redis"])  # concurrent jobs' checks: one round trip

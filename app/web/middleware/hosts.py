@@ -1,54 +1,59 @@
 """Host checking: answer only for the names the app is really served under.
 
 A request whose ``Host`` is not ``PUBLIC_URL``'s host (nor one of ``ALLOWED_HOSTS``, nor, outside
-production, ``localhost``/``127.0.0.1``) gets a 400 before any endpoint runs. Links and cookies
-are then never built for a name an attacker chose (DNS rebinding, poisoned caches).
+production, ``localhost``/``127.0.0.1``/``[::1]``) gets a 400 before any endpoint runs. Links and
+cookies are then never built for a name an attacker chose (DNS rebinding, poisoned caches).
+
+Starlette's ``TrustedHostMiddleware`` decides. Only the refusal is ours: the library answers in
+English ("Invalid host header") and has no setting for that text, while everything a person sees
+here is in pt-BR.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 REFUSED = "Endereço (Host) desconhecido para este serviço."
+_SERVED = "convites.host_served"
 
 
-def allowed_hosts(settings: Settings) -> frozenset[str]:
-    """Lower-case host names (no port) this app answers for."""
-    names = {(urlsplit(settings.public_url).hostname or "").lower(), *settings.allowed_hosts}
+def allowed_hosts(settings: Settings) -> list[str]:
+    """Host names (no port) this app answers for."""
+    names = {urlsplit(settings.public_url).hostname or "", *settings.allowed_hosts}
     if settings.app_env != "production":
         names.update(LOCAL_NAMES)
     names.discard("")
-    return frozenset(name.lower() for name in names)
+    return sorted(names)
 
 
-def _host_name(value: str) -> str:
-    value = value.strip().lower()
-    if value.startswith("["):  # [::1]:8000
-        return value.split("]", 1)[0] + "]"
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+async def _mark_served(scope: Scope, receive: Receive, send: Send) -> None:
+    scope[_SERVED] = True
+
+
+async def _drop(message: Message) -> None:
+    """The library's own refusal goes nowhere: ours is sent instead."""
 
 
 class HostCheckMiddleware:
     """Pure ASGI: refuse (400, pt-BR) a request for a host name not in ``allowed``."""
 
-    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: list[str]) -> None:
         self.app = app
-        self.allowed = allowed
+        self.check = TrustedHostMiddleware(_mark_served, allowed_hosts=allowed, www_redirect=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = _host_name(Headers(scope=scope).get("host", ""))
-        if host in self.allowed:
+        await self.check(scope, receive, _drop)
+        if scope.pop(_SERVED, False):
             await self.app(scope, receive, send)
             return
-        response = PlainTextResponse(REFUSED, status_code=400)
-        await response(scope, receive, send)
+        await PlainTextResponse(REFUSED, status_code=400)(scope, receive, send)
