@@ -29,16 +29,15 @@ from app.db import Database
 from app.heap import collector_tuned_for_serving
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
-from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
 from app.oncall import page as ops
-from app.pause import PauseFlag, SendingNotice
+from app.pause import SendingNotice
 from app.queue import Publisher
 from app.ratelimit import Limiter
-from app.snapshots import Snapshots
 from app.status import CANCELLABLE, RESENDABLE
+from app.ttl_cache import TtlCache
 from app.web import (
     answers,
     batch_stream,
@@ -183,10 +182,15 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
                     "hub": hub,
                     "feed": feed,
                     # The notice on every page: paused by the team, or no worker alive.
-                    "paused": SendingNotice(
-                        PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
+                    "paused": SendingNotice(db, redis, settings.worker_heartbeat_seconds),
+                    "health_snapshot": TtlCache(
+                        partial(health.public_health, settings, db, redis),
+                        settings.status_snapshot_seconds,
                     ),
-                    "snapshots": Snapshots(settings.status_snapshot_seconds),
+                    "metrics_snapshot": TtlCache(
+                        partial(health.metrics_text, settings, db, redis),
+                        settings.status_snapshot_seconds,
+                    ),
                 }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server

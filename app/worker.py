@@ -25,7 +25,7 @@ from app.clock import utcnow
 from app.config import Settings, load_settings
 from app.db import Database
 from app.heap import collector_tuned_for_serving
-from app.heartbeat import beat, forget
+from app.heartbeat import WORKERS, beat, forget
 from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.mailer import (
@@ -37,7 +37,7 @@ from app.mailer import (
 )
 from app.messages import build_message
 from app.metrics import ACCEPTED_TO_SENT, SEND_DURATION, Observations
-from app.pause import PauseFlag
+from app.pause import pause_flag
 from app.queue import (
     SEND_FUNCTION,
     SWEEP_TIMEOUT_SECONDS,
@@ -224,7 +224,7 @@ async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
     interval = ctx["settings"].worker_heartbeat_seconds
     while True:
         try:
-            await beat(ctx["redis"], ctx["worker_id"])
+            await beat(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception:
             if not failing:
                 log.exception("heartbeat failed; retrying every interval")
@@ -244,11 +244,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["observations"] = Observations(ctx["redis"])
     ctx["limiter"] = ratelimit.Limiter(ctx["redis"])  # concurrent jobs' checks: one round trip
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
-    ctx["pause"] = PauseFlag(ctx["db"])
+    ctx["pause"] = pause_flag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     failing = False
     try:
-        await beat(ctx["redis"], ctx["worker_id"])
+        await beat(ctx["redis"], WORKERS, ctx["worker_id"])
     except OUTAGE_ERRORS:
         # Redis went away since arq connected: the loop below beats again every interval, and
         # the steady worker's poll waits the outage out (app.steady_worker). Starting up is not
@@ -265,7 +265,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         task.cancel()
     if "worker_id" in ctx:
         try:
-            await forget(ctx["redis"], ctx["worker_id"])
+            await forget(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception as exc:  # Redis down: the beat goes stale by itself
             log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
     for part in ("publisher", "announcer", "observations", "limiter", "mailer"):

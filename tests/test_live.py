@@ -15,12 +15,11 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from app import heartbeat, queries, transitions
+from app import queries, transitions
 from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
 from app.live.hub import Hub
-from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer, sender_channel
 from app.models import invite_events
 from app.records import Invite
@@ -292,27 +291,6 @@ async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_anoth
 
     assert all(created["id"] in event.data for event in events)
     assert statuses(events)[0] == "pendente" and statuses(events)[-1] == "enviado"
-
-
-async def _zrange_calls(redis: Redis) -> int:
-    stats = await redis.info("commandstats")
-    return int(stats.get("cmdstat_zrangebyscore", {}).get("calls", 0))
-
-
-async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> None:
-    """A thousand streams waking at once cost one heartbeat read, and the answer moves on."""
-    check = PausedCheck(redis, heartbeat_seconds=10.0, max_age=2.0)
-    await redis.config_resetstat()
-
-    answers = await asyncio.gather(*(check() for _ in range(200)))
-
-    assert set(answers) == {True}  # no worker has beaten
-    assert await _zrange_calls(redis) == 1
-    await heartbeat.beat(redis, "worker-1")
-    assert await check() is True  # still the shared answer, at most max_age old
-    await asyncio.sleep(2.1)
-    assert await check() is False
-    assert await _zrange_calls(redis) == 2
 
 
 def _event_row(invite_id: int, sender_id: str, event_id: int) -> Any:
