@@ -35,7 +35,6 @@ from app.metrics import SseConnections
 from app.oncall import page as ops
 from app.pause import SendingNotice
 from app.queue import Publisher
-from app.ratelimit import Limiter
 from app.status import CANCELLABLE, RESENDABLE
 from app.ttl_cache import TtlCache
 from app.web import (
@@ -153,7 +152,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
-        limiter = Limiter(redis)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
@@ -176,7 +174,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
                     "redis": redis,
                     "publisher": publisher,
                     "announcer": announcer,
-                    "limiter": limiter,
                     "templates": templates,
                     "sse": sse,
                     "hub": hub,
@@ -202,7 +199,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
-            await _bounded(limiter.close(), "rate limiter")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
             await _bounded(redis.aclose(), "redis")

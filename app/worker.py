@@ -187,7 +187,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         return "duplicate"
     claimed = won.change
     await ctx["announcer"].announce(claimed)
-    spent = await ctx["limiter"].take([ratelimit.global_send_limit(settings)])
+    spent = await ratelimit.take(ctx["redis"], [ratelimit.global_send_limit(settings)])
     if spent is not None:
         # Nothing refused, nothing lost: the row waits as pendente until the window renews.
         log.warning("hourly send budget spent; attempt deferred", extra={"invite": public_id})
@@ -242,7 +242,6 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["mailer"] = Mailer(settings.smtp, settings.mail_from)
     ctx["announcer"] = Announcer(ctx["redis"])
     ctx["observations"] = Observations(ctx["redis"])
-    ctx["limiter"] = ratelimit.Limiter(ctx["redis"])  # concurrent jobs' checks: one round trip
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
     ctx["pause"] = pause_flag(ctx["db"])
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -268,7 +267,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
             await forget(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception as exc:  # Redis down: the beat goes stale by itself
             log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
-    for part in ("publisher", "announcer", "observations", "limiter", "mailer"):
+    for part in ("publisher", "announcer", "observations", "mailer"):
         if part in ctx:
             await ctx[part].close()
     if "db" in ctx:

@@ -216,8 +216,8 @@ _REFUSALS = {
 async def _over_limits(request: Request, found: Review) -> Response | None:
     emails = [item.email for item in found.ok_rows if item.email is not None]
     limits = ratelimit.batch_limits(settings_of(request), sender_id(request), emails)
-    wanted = [(limits[0], len(emails))] + [(limit, 1) for limit in limits[1:]]
-    refusal = await ratelimit.take_many(request.state.redis, wanted)
+    amounts = [len(emails)] + [1] * len(emails)  # the sender's day, then each recipient's
+    refusal = await ratelimit.take(request.state.redis, limits, amounts)
     if refusal is None:
         return None
     message = _REFUSALS[refusal.limit.kind].format(
