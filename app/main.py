@@ -18,7 +18,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 
 from app.alarms import monitor_forever
@@ -32,25 +31,11 @@ from app.live.hub import Hub
 from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.metrics import SseConnections
-from app.oncall import page as ops
 from app.pause import SendingNotice
 from app.queue import Publisher
 from app.status import CANCELLABLE, RESENDABLE
 from app.ttl_cache import TtlCache
-from app.web import (
-    answers,
-    batch_stream,
-    batches,
-    cancelling,
-    corrections,
-    events,
-    health,
-    invites,
-    mailbox,
-    server_exit,
-    signin,
-    summary,
-)
+from app.web import health, server_exit, summary
 from app.web.common import error_response, signed_in_account
 from app.web.events import render_row
 from app.web.middleware.body_limit import BodyLimitMiddleware
@@ -73,6 +58,7 @@ from app.web.present import (
     local_time,
     seconds_until_slow,
 )
+from app.web.routes import routes
 from app.web.static import StaticAssets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,28 +235,6 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
     compile the live read's SQL in the background at start-up (``LiveFeed.warm``)."""
     settings = settings or load_settings()
     static = StaticAssets(ROOT / "static")
-    routes = [
-        Route("/", invites.index, methods=["GET"]),
-        Route("/convites", invites.list_mine, methods=["GET"]),
-        Route("/convites", invites.create, methods=["POST"]),
-        Route("/convites/eventos", events.stream, methods=["GET"]),
-        Route("/convites/resumo", summary.show, methods=["GET"]),
-        Route("/convites/{public_id}", invites.show, methods=["GET"]),
-        Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
-        *signin.routes(),
-        Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
-        Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
-        *answers.routes(),
-        *batches.routes(),
-        Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
-        Route("/saude", health.saude, methods=["GET"]),
-        Route("/metrics", health.metrics_endpoint, methods=["GET"]),
-        Mount("/static", static, name="static"),
-    ]
-    if settings.mailbox_dir is not None and settings.is_dev:
-        routes += mailbox.routes(settings.mailbox_dir)
-    if settings.ops_token is not None:
-        routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
     middleware = (
         [Middleware(TrustedProxyHeadersMiddleware, trusted=settings.trusted_proxies)]
@@ -296,7 +260,7 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
         Middleware(CsrfMiddleware, secret_key=settings.secret_key, ops_token=settings.ops_token),
     ]
     return Starlette(
-        routes=routes,
+        routes=routes(settings, static),
         middleware=middleware,
         lifespan=_lifespan(settings, static, warm_up),
         exception_handlers={

@@ -12,7 +12,6 @@ from typing import Any
 from starlette.datastructures import URL, UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from app import ratelimit
 from app.batches import parse, progress, store
@@ -317,12 +316,3 @@ async def show(request: Request) -> Response:
         "settings": settings_of(request),
     }
     return render(request, "lotes_lote.html", context)
-
-
-def routes() -> list[Route]:
-    return [
-        Route("/lotes/novo", new, methods=["GET"]),
-        Route("/lotes/revisar", check, methods=["POST"]),
-        Route("/lotes", send, methods=["POST"]),
-        Route("/lotes/{public_id}", show, methods=["GET"]),
-    ]
