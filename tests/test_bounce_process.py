@@ -25,8 +25,8 @@ async def test_the_receiver_process_records_a_bounce_and_stops_cleanly(
     created = await transitions.create_invite(
         db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-1"
     )
-    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
-    assert claim is not None and await transitions.mark_sent(db, claim.invite)
+    claim = await transitions.claim_with_link(db, created.invite.public_id, 1, 60)
+    assert claim is not None and await transitions.mark_sent(db, claim.change.invite)
     invite = await invite_row(db, created.invite.public_id)
     port = settings.bounce_listen[1]
     receiver = AppProcess.bounces(process_env(settings), tmp_path / "bounces.log").start()

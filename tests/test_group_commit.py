@@ -20,7 +20,7 @@ from app.config import Settings
 from app.db import Database
 from app.queue import SEND_FUNCTION, enqueue_attempts, job_id_for
 from app.records import OutboxEntry
-from app.transitions import claim_for_sending, create_invite
+from app.transitions import claim_with_link, create_invite
 
 
 def count_commits(db: Database) -> list[int]:
@@ -177,11 +177,11 @@ async def test_a_claim_asked_twice_in_one_batch_is_won_once(db: Database) -> Non
     ids = [change.invite.public_id for change in created]
 
     claims = await asyncio.gather(
-        *(claim_for_sending(db, public_id, 1, 60) for public_id in [*ids, ids[0], ids[0]])
+        *(claim_with_link(db, public_id, 1, 60) for public_id in [*ids, ids[0], ids[0]])
     )
 
     assert [claim is not None for claim in claims] == [True, True, True, False, False]
-    assert {claim.invite.public_id for claim in claims if claim} == set(ids)
+    assert {claim.change.invite.public_id for claim in claims if claim} == set(ids)
 
 
 async def test_callers_arriving_while_the_write_turn_is_busy_share_the_next_commit(

@@ -146,7 +146,7 @@ async def test_a_change_nobody_announced_still_reaches_the_stream(
         created = await post_invite(client, "duda@exemplo.com")
         _, listening = await listen_after_newest(client, db, created["id"], until=1)
         # A transition whose Redis message was lost: only the periodic check can find it.
-        await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
+        await transitions.claim_with_link(db, created["id"], 1, lease_seconds=60)
         events = await listening
 
     assert statuses(events) == ["enviando"]
@@ -225,8 +225,8 @@ async def test_the_hub_listens_again_after_redis_restarts(
                 _, listening = await listen_after_newest(
                     client, db, created["id"], until=1, seconds=5
                 )
-                change = await transitions.claim_for_sending(db, created["id"], 1, 60)
-                await announce(publisher, [change])
+                claim = await transitions.claim_with_link(db, created["id"], 1, 60)
+                await announce(publisher, [claim.change if claim else None])
                 events = await listening
             finally:
                 await publisher.aclose()
@@ -333,7 +333,7 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
             # Clear the bells (the hub rings every stream once when it first subscribes).
             await for_ana.wait(0.01)
             await for_bia.wait(0.01)
-            await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
+            await transitions.claim_with_link(db, ana.public_id, 1, lease_seconds=60)
 
             assert await for_ana.wait(2.0)
             assert not await for_bia.wait(0.5)
@@ -352,8 +352,10 @@ async def test_a_change_the_web_commits_rings_its_own_streams_without_redis(
     announcer = Announcer(dead, ring_here=hub.ring)
     try:
         with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
-            change = await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
-            await announcer.announce(change)  # Redis refuses: logged, not raised
+            claim = await transitions.claim_with_link(db, ana.public_id, 1, lease_seconds=60)
+            await announcer.announce(
+                claim.change if claim else None
+            )  # Redis refuses: logged, not raised
 
             assert await for_ana.wait(0.01)  # rung before the announce returned
             assert not await for_bia.wait(0.01)
