@@ -4,7 +4,7 @@ the metrics and the page's "sending is paused" notice.
 Each kind of process has a sorted set of ids scored by their last beat. An id is alive while its
 beat is fresher than three intervals. A process that stops cleanly ``forget``s its id at once; one
 that dies leaves it to go stale, so "one died" (known, none alive) differs from "none was ever
-started" (none known) until a live one beats again.
+started" (none known).
 """
 
 from __future__ import annotations

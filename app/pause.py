@@ -92,10 +92,10 @@ async def resume_sending(db: Database) -> bool:
         return bool(result.rowcount)
 
 
-def pause_flag(db: Database, max_age: float = 1.0) -> TtlCache[Pause | None]:
-    """The pause in force, shared for ``max_age`` seconds (every poll of a worker, every stream
-    of a web process asks)."""
-    return TtlCache(partial(current_pause, db), max_age)
+def pause_flag(db: Database) -> TtlCache[Pause | None]:
+    """The pause in force, shared for a second (every poll of a worker, every stream of a web
+    process asks)."""
+    return TtlCache(partial(current_pause, db), max_age=1.0)
 
 
 async def no_worker_alive(redis: Redis, heartbeat_seconds: float) -> bool:
