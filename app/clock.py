@@ -3,11 +3,17 @@ long something took, in the short words the operator page and the CLI print."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def monotonic() -> float:
+    """Seconds on a clock that never goes back, for TTLs and deadlines (not for storing)."""
+    return time.monotonic()
 
 
 def duration(seconds: float | None) -> str:

@@ -18,7 +18,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
 from starlette.templating import Jinja2Templates
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
@@ -28,31 +27,16 @@ from app.config import ConfigError, Settings, load_settings
 from app.invites.status import CANCELLABLE, RESENDABLE
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
-from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
-from app.ops import page as ops
 from app.ops.alarms import monitor_forever
 from app.ops.heap import collector_tuned_for_serving
 from app.ops.metrics import SseConnections
-from app.ops.snapshots import Snapshots
-from app.ratelimit import Limiter
-from app.sending.pause import PauseFlag, SendingNotice
+from app.sending.pause import SendingNotice
 from app.sending.queue import Publisher
 from app.storage.database import Database
-from app.web import (
-    answers,
-    batch_stream,
-    batches,
-    cancelling,
-    corrections,
-    events,
-    health,
-    invites,
-    mailbox,
-    signin,
-    summary,
-)
+from app.ttl_cache import TtlCache
+from app.web import health, summary
 from app.web.common import error_response, signed_in_account
 from app.web.events import render_row
 from app.web.middleware.body_limit import BodyLimitMiddleware
@@ -74,6 +58,7 @@ from app.web.present import (
     local_time,
     seconds_until_slow,
 )
+from app.web.routes import routes
 from app.web.static import StaticAssets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +138,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
         # outbox) while Redis is down; short timeouts keep a dead Redis from stalling requests.
         redis = ArqRedis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
         publisher = Publisher(db, redis)
-        limiter = Limiter(redis)
         sse = SseConnections()
         # Alarms live in the web, not the workers: they must fire when every worker is down.
         monitor = asyncio.create_task(monitor_forever(settings, db, redis, sse))
@@ -174,16 +158,20 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
                     "redis": redis,
                     "publisher": publisher,
                     "announcer": announcer,
-                    "limiter": limiter,
                     "templates": templates,
                     "sse": sse,
                     "hub": hub,
                     "feed": feed,
                     # The notice on every page: paused by the team, or no worker alive.
-                    "paused": SendingNotice(
-                        PauseFlag(db), PausedCheck(redis, settings.worker_heartbeat_seconds)
+                    "paused": SendingNotice(db, redis, settings.worker_heartbeat_seconds),
+                    "health_snapshot": TtlCache(
+                        partial(health.public_health, settings, db, redis),
+                        settings.status_snapshot_seconds,
                     ),
-                    "snapshots": Snapshots(settings.status_snapshot_seconds),
+                    "metrics_snapshot": TtlCache(
+                        partial(health.metrics_text, settings, db, redis),
+                        settings.status_snapshot_seconds,
+                    ),
                 }
         finally:
             # Every step is bounded: a store that stopped answering must not hold the server
@@ -194,7 +182,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
             await _bounded(announcer.close(), "announcer")
-            await _bounded(limiter.close(), "rate limiter")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
             await _bounded(redis.aclose(), "redis")
@@ -245,28 +232,6 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
     compile the live read's SQL in the background at start-up (``LiveFeed.warm``)."""
     settings = settings or load_settings()
     static = StaticAssets(ROOT / "static")
-    routes = [
-        Route("/", invites.index, methods=["GET"]),
-        Route("/convites", invites.list_mine, methods=["GET"]),
-        Route("/convites", invites.create, methods=["POST"]),
-        Route("/convites/eventos", events.stream, methods=["GET"]),
-        Route("/convites/resumo", summary.show, methods=["GET"]),
-        Route("/convites/{public_id}", invites.show, methods=["GET"]),
-        Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
-        *signin.routes(),
-        Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
-        Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
-        *answers.routes(),
-        *batches.routes(),
-        Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
-        Route("/saude", health.saude, methods=["GET"]),
-        Route("/metrics", health.metrics_endpoint, methods=["GET"]),
-        Mount("/static", static, name="static"),
-    ]
-    if settings.mailbox_dir is not None and settings.is_dev:
-        routes += mailbox.routes(settings.mailbox_dir)
-    if settings.ops_token is not None:
-        routes += ops.routes()
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
     # uvicorn's proxy-headers middleware, added here (uvicorn runs with --no-proxy-headers) so
     # that TRUST_PROXY_HEADERS/TRUSTED_PROXIES is the one switch, whatever serves the app.
@@ -298,7 +263,7 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
         Middleware(CsrfMiddleware, secret_key=settings.secret_key, ops_token=settings.ops_token),
     ]
     return Starlette(
-        routes=routes,
+        routes=routes(settings, static),
         middleware=middleware,
         lifespan=_lifespan(settings, static, warm_up),
         exception_handlers={

@@ -492,10 +492,12 @@ async def _lose_the_worker_mid_send(settings: Settings, public_id: str) -> None:
     db = Database(settings.database_url)
     redis = Redis.from_url(settings.redis_url)
     try:
-        claimed = await transitions.claim_for_sending(db, public_id, 1, lease_seconds=60)
+        claimed = await transitions.claim_with_link(db, public_id, 1, lease_seconds=60)
         assert claimed is not None
-        uncertain = await transitions.mark_uncertain(db, claimed.invite, LEASE_EXPIRED_REASON)
-        await announce(redis, [claimed, uncertain])
+        uncertain = await transitions.mark_uncertain(
+            db, claimed.change.invite, LEASE_EXPIRED_REASON
+        )
+        await announce(redis, [claimed.change, uncertain])
     finally:
         await redis.aclose()
         await db.dispose()

@@ -255,10 +255,12 @@ async def test_an_incerto_invite_whose_mail_did_arrive_is_accepted_through_its_l
     """The worker's own steps when the connection breaks mid-DATA: the claim, the link issued
     before the mail leaves, ``incerto``. The mail did arrive: the invitee opens its link."""
     created = await post_invite(client, "ana@exemplo.com.br")
-    claim = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    claim = await transitions.claim_with_link(db, created["id"], 1, 60)
     assert claim is not None
-    path = "/c/" + await invite_links.issue(db, claim.invite)
-    assert await transitions.mark_uncertain(db, claim.invite, "A conexão caiu no meio do envio.")
+    path = f"/c/{claim.link}"
+    assert await transitions.mark_uncertain(
+        db, claim.change.invite, "A conexão caiu no meio do envio."
+    )
 
     answered = await press(anonymous_client, path, "aceitar")
 
@@ -304,11 +306,11 @@ async def test_issuing_a_new_link_replaces_the_old_one(
     """One live link per invite: without ``replace_links`` in ``issue`` both would answer
     (and the database's partial unique index would refuse the second)."""
     created = await post_invite(client, "ana@exemplo.com.br")
-    claim = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    claim = await transitions.claim_with_link(db, created["id"], 1, 60)
     assert claim is not None
-    old = "/c/" + str(await invite_links.issue(db, claim.invite))
-    new = "/c/" + str(await invite_links.issue(db, claim.invite))
-    assert await transitions.mark_sent(db, claim.invite)
+    old = f"/c/{claim.link}"
+    new = "/c/" + str(await invite_links.issue(db, claim.change.invite))
+    assert await transitions.mark_sent(db, claim.change.invite)
 
     assert (await anonymous_client.get(old)).status_code == 410
     assert "substituído" in (await anonymous_client.get(old)).text
@@ -367,18 +369,18 @@ async def test_a_stalled_worker_cannot_replace_the_link_of_a_newer_attempt(
     its link; then attempt 1's worker wakes: it gets no link (so it sends nothing) and the
     newest mail's link keeps working."""
     created = await post_invite(client, "ana@exemplo.com.br")
-    stalled = await transitions.claim_for_sending(db, created["id"], 1, 60)
+    stalled = await transitions.claim_with_link(db, created["id"], 1, 60)
     assert stalled is not None
-    assert await transitions.mark_uncertain(db, stalled.invite, "prazo esgotado")
-    assert await invite_links.issue(db, stalled.invite) is None, "incerto: no link, no send"
-    assert await transitions.request_resend(db, stalled.invite.sender_id, created["id"])
-    second = await transitions.claim_for_sending(db, created["id"], 2, 60)
+    assert await transitions.mark_uncertain(db, stalled.change.invite, "prazo esgotado")
+    assert await invite_links.issue(db, stalled.change.invite) is None, "incerto: no link, no send"
+    assert await transitions.request_resend(db, stalled.change.invite.sender_id, created["id"])
+    second = await transitions.claim_with_link(db, created["id"], 2, 60)
     assert second is not None
-    newest = "/c/" + str(await invite_links.issue(db, second.invite))
+    newest = f"/c/{second.link}"
 
-    assert await invite_links.issue(db, stalled.invite) is None
+    assert await invite_links.issue(db, stalled.change.invite) is None
     assert (await anonymous_client.get(newest)).status_code == 409  # still enviando: not yet
-    assert await transitions.mark_sent(db, second.invite)
+    assert await transitions.mark_sent(db, second.change.invite)
     assert (await anonymous_client.get(newest)).status_code == 200
 
 

@@ -1,10 +1,10 @@
-"""``ratelimit.take_many``: a batch fits its limits whole or counts nowhere (real Redis)."""
+"""``ratelimit.take`` with amounts: a batch fits its limits whole or counts nowhere (real Redis)."""
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from app.ratelimit import Limit, take_many, used
+from app.ratelimit import Limit, take, used
 
 
 async def test_a_batch_counts_its_size_or_nothing_and_says_how_much_room_is_left(
@@ -13,8 +13,8 @@ async def test_a_batch_counts_its_size_or_nothing_and_says_how_much_room_is_left
     day = Limit("sender_day", "t:dia", 10, 60)
     recipient = Limit("recipient_day", "t:ana", 3, 60)
 
-    first = await take_many(redis, [(day, 6), (recipient, 1)])
-    refused = await take_many(redis, [(day, 5), (recipient, 1)])
+    first = await take(redis, [day, recipient], [6, 1])
+    refused = await take(redis, [day, recipient], [5, 1])
 
     assert first is None
     assert refused is not None and (refused.limit.kind, refused.room) == ("sender_day", 4)
@@ -28,7 +28,7 @@ async def test_one_address_twice_in_a_batch_counts_twice_on_its_recipient_limit(
     day = Limit("sender_day", "t:dia", 100, 60)
     recipient = Limit("recipient_day", "t:bia", 1, 60)
 
-    refused = await take_many(redis, [(day, 2), (recipient, 1), (recipient, 1)])
+    refused = await take(redis, [day, recipient, recipient], [2, 1, 1])
 
     assert refused is not None and refused.limit.kind == "recipient_day"
     assert await used(redis, [day, recipient]) == [0, 0]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from app.bounces.heartbeat import RECEIVERS_KEY
 from app.config import Settings
 from app.invites import transitions
 from app.invites.status import Status
+from app.sending.heartbeat import BOUNCE_RECEIVERS
 from app.storage.database import Database
 from tests.fixtures import process_env
 from tests.helpers import bounce_sample, invite_row, send_bounce, verp_address, wait_for_status
@@ -25,8 +25,8 @@ async def test_the_receiver_process_records_a_bounce_and_stops_cleanly(
     created = await transitions.create_invite(
         db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-1"
     )
-    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
-    assert claim is not None and await transitions.mark_sent(db, claim.invite)
+    claim = await transitions.claim_with_link(db, created.invite.public_id, 1, 60)
+    assert claim is not None and await transitions.mark_sent(db, claim.change.invite)
     invite = await invite_row(db, created.invite.public_id)
     port = settings.bounce_listen[1]
     receiver = AppProcess.bounces(process_env(settings), tmp_path / "bounces.log").start()
@@ -37,11 +37,11 @@ async def test_the_receiver_process_records_a_bounce_and_stops_cleanly(
         await send_bounce(port, raw, verp_address(settings.return_path, invite.public_id))
 
         await wait_for_status(db, invite.public_id, Status.DEVOLVIDO)
-        assert await redis.zcard(RECEIVERS_KEY) == 1
+        assert await redis.zcard(BOUNCE_RECEIVERS) == 1
     finally:
         code = await asyncio.to_thread(receiver.stop)
     assert code == 0, receiver.describe()
     deadline = time.monotonic() + 5
-    while await redis.zcard(RECEIVERS_KEY) and time.monotonic() < deadline:
+    while await redis.zcard(BOUNCE_RECEIVERS) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert await redis.zcard(RECEIVERS_KEY) == 0
+    assert await redis.zcard(BOUNCE_RECEIVERS) == 0

@@ -42,9 +42,9 @@ async def sent_invite(db: Database, email: str = "ana@exemplo.com") -> Invite:
     created = await transitions.create_invite(
         db, sender_id="s1", email=email, name=None, correlation_id="c-1"
     )
-    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
+    claim = await transitions.claim_with_link(db, created.invite.public_id, 1, 60)
     assert claim is not None
-    sent = await transitions.mark_sent(db, claim.invite)
+    sent = await transitions.mark_sent(db, claim.change.invite)
     assert sent is not None
     return sent.invite
 
@@ -88,9 +88,9 @@ async def test_an_incerto_invite_that_bounces_becomes_devolvido(
     created = await transitions.create_invite(
         db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-1"
     )
-    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
+    claim = await transitions.claim_with_link(db, created.invite.public_id, 1, 60)
     assert claim is not None
-    uncertain = await transitions.mark_uncertain(db, claim.invite, "cut off")
+    uncertain = await transitions.mark_uncertain(db, claim.change.invite, "cut off")
     assert uncertain is not None
 
     await bounce(settings, bounce_port, uncertain.invite, "postfix.eml")
@@ -121,9 +121,9 @@ async def test_a_bounce_for_an_invite_in_another_state_is_kept_and_changes_nothi
     created = await transitions.create_invite(
         db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-1"
     )
-    claim = await transitions.claim_for_sending(db, created.invite.public_id, 1, 60)
+    claim = await transitions.claim_with_link(db, created.invite.public_id, 1, 60)
     assert claim is not None
-    failed = await transitions.mark_failed(db, claim.invite, "550 no")
+    failed = await transitions.mark_failed(db, claim.change.invite, "550 no")
     assert failed is not None
 
     await bounce(settings, bounce_port, failed.invite, "postfix.eml")
@@ -141,9 +141,9 @@ async def test_a_late_bounce_of_an_earlier_attempt_does_not_mark_the_new_send(
         db, "s1", invite.public_id, "ana.certa@exemplo.com"
     )
     assert corrected is not None
-    claim = await transitions.claim_for_sending(db, invite.public_id, 2, 60)
+    claim = await transitions.claim_with_link(db, invite.public_id, 2, 60)
     assert claim is not None
-    await transitions.mark_sent(db, claim.invite)
+    await transitions.mark_sent(db, claim.change.invite)
 
     # The Postfix copy of the first attempt's failure arrives after the corrected send.
     await bounce(settings, bounce_port, invite, "postfix.eml", attempt=1)

@@ -15,7 +15,7 @@ from app.clock import utcnow
 from app.config import Settings
 from app.invites import transitions
 from app.invites.status import Status
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
 from app.storage.tables import outbox
 from tests.fixtures import drain, process_env
@@ -36,7 +36,7 @@ def run(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProce
 async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
     client: httpx.AsyncClient, settings: Settings, redis: Redis
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     healthy = run(settings, "status")
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert healthy.stdout.startswith("Convites: SAUDÁVEL")

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.exc import IntegrityError
 
 from app.config import Settings
-from app.invites.transitions import claim_for_sending, create_invite
+from app.invites.transitions import claim_with_link, create_invite
 from app.storage.database import Database
 
 
@@ -109,8 +109,8 @@ async def test_a_claim_asked_twice_in_one_batch_is_won_once(db: Database) -> Non
     ids = [change.invite.public_id for change in created]
 
     claims = await asyncio.gather(
-        *(claim_for_sending(db, public_id, 1, 60) for public_id in [*ids, ids[0], ids[0]])
+        *(claim_with_link(db, public_id, 1, 60) for public_id in [*ids, ids[0], ids[0]])
     )
 
     assert [claim is not None for claim in claims] == [True, True, True, False, False]
-    assert {claim.invite.public_id for claim in claims if claim} == set(ids)
+    assert {claim.change.invite.public_id for claim in claims if claim} == set(ids)

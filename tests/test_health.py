@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.invites.status import Status
 from app.ops.health import redact_addresses
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from tests.fixtures import drain, running_app
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp, free_port
@@ -40,7 +40,7 @@ async def saude(settings: Settings) -> tuple[httpx.Response, float]:
 async def test_saude_is_200_with_a_live_worker_and_nothing_stuck(
     client: httpx.AsyncClient, redis: Redis
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     await post_invite(client, "ana@exemplo.com")
 
     response = await client.get("/saude")
@@ -79,10 +79,10 @@ async def test_saude_is_503_when_the_oldest_pendente_is_past_the_alarm_threshold
     quick = replace(settings, alarm_pending_seconds=0.2)
     async with client_for(quick, smtp=smtp) as http:
         await post_invite(http, "cris@exemplo.com")
-        await beat(redis, "worker-a")
+        await beat(redis, WORKERS, "worker-a")
         assert (await http.get("/saude")).status_code == 200
         time.sleep(0.3)
-        await beat(redis, "worker-a")
+        await beat(redis, WORKERS, "worker-a")
         response = await http.get("/saude")
 
     assert response.status_code == 503
@@ -125,7 +125,7 @@ async def test_saude_answers_503_within_seconds_when_redis_hangs(
 async def test_saude_is_503_when_the_database_cannot_be_opened(
     settings: Settings, tmp_path: Path, redis: Redis
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     response, _ = await saude(replace(settings, database_url=f"sqlite+aiosqlite:///{tmp_path}"))
 
     assert response.status_code == 503
@@ -143,7 +143,7 @@ async def test_public_saude_counts_failures_by_class_without_the_servers_text(
     for email in ("um@exemplo.com", "dois@exemplo.com", "tres@exemplo.com"):
         await post_invite(client, email)
     await drain(settings)
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
 
     body = (await client.get("/saude", headers=JSON)).json()
 

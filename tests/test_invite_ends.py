@@ -12,7 +12,6 @@ from redis.asyncio import Redis
 from sqlalchemy import delete
 
 from app.config import Settings
-from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.records import Change
 from app.invites.status import Status
@@ -310,7 +309,7 @@ async def test_a_cancel_and_a_claim_at_once_never_both_win(db: Database) -> None
         assert isinstance(created, Change)
         public_id = created.invite.public_id
         claim, cancel = await asyncio.gather(
-            transitions.claim_for_sending(db, public_id, 1, 60),
+            transitions.claim_with_link(db, public_id, 1, 60),
             transitions.cancel(db, "s1", public_id),
         )
         assert (claim is None) != (cancel is None)
@@ -352,10 +351,12 @@ async def test_a_resent_invite_gets_a_full_period_from_its_new_link(
     assert await sweep_once(short, db, redis) == 1
     resent = await client.post(f"/convites/{public_id}/reenviar", headers=await api_headers(client))
     assert resent.status_code == 202
-    claim = await transitions.claim_for_sending(db, public_id, 2, 60)
+    claim = await transitions.claim_with_link(db, public_id, 2, 60)
     assert claim is not None
-    assert await invite_links.issue(db, claim.invite)
-    assert await transitions.mark_uncertain(db, claim.invite, "A conexão caiu no meio do envio.")
+    assert claim.link is not None
+    assert await transitions.mark_uncertain(
+        db, claim.change.invite, "A conexão caiu no meio do envio."
+    )
 
     assert await sweep_once(short, db, redis) == 0
     assert (await invite_row(db, public_id)).status == Status.INCERTO
@@ -380,7 +381,7 @@ async def test_a_cancel_while_a_worker_is_sending_says_to_try_again_in_a_moment(
     client: httpx.AsyncClient, db: Database
 ) -> None:
     created = await post_invite(client, "ana@exemplo.com.br")
-    assert await transitions.claim_for_sending(db, created["id"], 1, 60)
+    assert await transitions.claim_with_link(db, created["id"], 1, 60)
 
     refused = await client.post(
         f"/convites/{created['id']}/cancelar", headers=await api_headers(client)

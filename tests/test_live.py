@@ -20,9 +20,7 @@ from app.config import Settings
 from app.invites import queries, transitions
 from app.invites.records import Invite
 from app.live.hub import Hub
-from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer, sender_channel
-from app.sending import heartbeat
 from app.storage.database import Database
 from app.storage.tables import invite_events
 from tests.fixtures import BACKEND, SENDER, drain, process_env
@@ -148,7 +146,7 @@ async def test_a_change_nobody_announced_still_reaches_the_stream(
         created = await post_invite(client, "duda@exemplo.com")
         _, listening = await listen_after_newest(client, db, created["id"], until=1)
         # A transition whose Redis message was lost: only the periodic check can find it.
-        await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
+        await transitions.claim_with_link(db, created["id"], 1, lease_seconds=60)
         events = await listening
 
     assert statuses(events) == ["enviando"]
@@ -224,8 +222,8 @@ async def test_the_hub_listens_again_after_redis_restarts(
                 _, listening = await listen_after_newest(
                     client, db, created["id"], until=1, seconds=5
                 )
-                change = await transitions.claim_for_sending(db, created["id"], 1, 60)
-                await announce(publisher, [change])
+                claim = await transitions.claim_with_link(db, created["id"], 1, 60)
+                await announce(publisher, [claim.change if claim else None])
                 events = await listening
             finally:
                 await publisher.aclose()
@@ -292,27 +290,6 @@ async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_anoth
     assert statuses(events)[0] == "pendente" and statuses(events)[-1] == "enviado"
 
 
-async def _zrange_calls(redis: Redis) -> int:
-    stats = await redis.info("commandstats")
-    return int(stats.get("cmdstat_zrangebyscore", {}).get("calls", 0))
-
-
-async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> None:
-    """A thousand streams waking at once cost one heartbeat read, and the answer moves on."""
-    check = PausedCheck(redis, heartbeat_seconds=10.0, max_age=2.0)
-    await redis.config_resetstat()
-
-    answers = await asyncio.gather(*(check() for _ in range(200)))
-
-    assert set(answers) == {True}  # no worker has beaten
-    assert await _zrange_calls(redis) == 1
-    await heartbeat.beat(redis, "worker-1")
-    assert await check() is True  # still the shared answer, at most max_age old
-    await asyncio.sleep(2.1)
-    assert await check() is False
-    assert await _zrange_calls(redis) == 2
-
-
 def _event_row(invite_id: int, sender_id: str, event_id: int) -> Any:
     """An ``INSERT`` of an event row with a chosen id (no wake-up is published for it)."""
     return invite_events.insert().values(
@@ -353,7 +330,7 @@ async def test_the_hub_rings_only_the_senders_with_unannounced_events(
             # Clear the bells (the hub rings every stream once when it first subscribes).
             await for_ana.wait(0.01)
             await for_bia.wait(0.01)
-            await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
+            await transitions.claim_with_link(db, ana.public_id, 1, lease_seconds=60)
 
             assert await for_ana.wait(2.0)
             assert not await for_bia.wait(0.5)
@@ -372,8 +349,10 @@ async def test_a_change_the_web_commits_rings_its_own_streams_without_redis(
     announcer = Announcer(dead, ring_here=hub.ring)
     try:
         with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
-            change = await transitions.claim_for_sending(db, ana.public_id, 1, lease_seconds=60)
-            await announcer.announce(change)  # Redis refuses: logged, not raised
+            claim = await transitions.claim_with_link(db, ana.public_id, 1, lease_seconds=60)
+            await announcer.announce(
+                claim.change if claim else None
+            )  # Redis refuses: logged, not raised
 
             assert await for_ana.wait(0.01)  # rung before the announce returned
             assert not await for_bia.wait(0.01)

@@ -134,7 +134,7 @@ async def test_each_stream_reads_from_its_own_cursor(settings: Settings, db: Dat
     first = await _invite(db, "ana", "um@exemplo.com")
     behind = _cursor(db)
     await feed_for(settings, db).changes("ana", behind)  # at the first invite's event
-    await transitions.claim_for_sending(db, first.public_id, 1, lease_seconds=60)
+    await transitions.claim_with_link(db, first.public_id, 1, lease_seconds=60)
     await _invite(db, "ana", "dois@exemplo.com")
     feed = feed_for(settings, db)
 
@@ -156,14 +156,14 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
     with held_first_read(db) as (started, release):
         first = asyncio.create_task(feed.changes("ana", _cursor(db)))
         await started.wait()  # its statement ran (its snapshot is taken); it is still going
-        claim = await transitions.claim_for_sending(db, invite.public_id, 1, lease_seconds=60)
+        claim = await transitions.claim_with_link(db, invite.public_id, 1, lease_seconds=60)
         late = asyncio.create_task(feed.changes("ana", _cursor(db)))  # same sender and cursor
         await asyncio.sleep(0.05)
         release()
         early = await first
 
     assert claim is not None
-    claimed = f"id: {claim.event_id}\r\n".encode()
+    claimed = f"id: {claim.change.event_id}\r\n".encode()
     # The read in flight took its events before the claim; on PostgreSQL (a snapshot per
     # statement) its invites may be read after it: a row that shows the claim carries the
     # claim's event id, so the page takes the next read of that claim for no news.

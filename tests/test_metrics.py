@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.ops.metrics import ACCEPTED_TO_SENT, SEND_DURATION, SSE_KEY, Observations, SseConnections
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from tests.fixtures import drain, running_app
 from tests.helpers import post_invite
 from tests.services import ScriptedSmtp, free_port
@@ -42,7 +42,7 @@ async def test_metrics_move_as_invites_are_accepted_sent_and_refused(
     smtp.reply_next("250 OK", "550 5.1.1 No such user")
     await post_invite(client, "ana@exemplo.com")
     await post_invite(client, "ninguem@exemplo.com")
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
 
     before = await scrape(client)
     await drain(settings)

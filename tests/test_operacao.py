@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites.status import Status
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
 from tests.fixtures import drain, running_app
 from tests.helpers import JSON, invite_row, page_token, post_invite, statuses
@@ -61,7 +61,7 @@ async def test_a_wrong_token_is_refused_with_403(ops: httpx.AsyncClient) -> None
 
 
 async def test_the_bearer_token_opens_the_page(ops: httpx.AsyncClient, redis: Redis) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
 
     page = await ops.get("/operacao", headers=BEARER)
 

@@ -103,9 +103,9 @@ async def test_an_uncertain_row_asks_for_confirmation_before_resending(
     client: httpx.AsyncClient, db: Database
 ) -> None:
     created = await post_invite(client, "duda@exemplo.com")
-    claimed = await transitions.claim_for_sending(db, created["id"], 1, lease_seconds=60)
+    claimed = await transitions.claim_with_link(db, created["id"], 1, lease_seconds=60)
     assert claimed is not None
-    await transitions.mark_uncertain(db, claimed.invite, "Interrompido.")
+    await transitions.mark_uncertain(db, claimed.change.invite, "Interrompido.")
 
     row = (await client.get(f"/convites/{created['id']}", headers=HTMX)).text
 

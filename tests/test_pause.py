@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites.status import Status
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from app.sending.pause import current_pause, pause_sending, resume_sending
 from app.storage.database import Database
 from app.web.present import TEAM_PAUSED_NOTICE
@@ -45,7 +45,7 @@ def cli(settings: Settings, *args: str) -> str:
 async def test_the_command_line_pauses_and_resumes_and_saude_reports_it_as_no_failure(
     client: httpx.AsyncClient, settings: Settings, db: Database, redis: Redis
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     assert "Envio pausado" in cli(settings, "pause", "--motivo", "provedor fora")
     paused = await client.get("/saude", headers=JSON)
 
@@ -77,7 +77,8 @@ async def test_a_paused_job_leaves_the_invite_pendente_and_sends_nothing(
 async def test_the_page_says_the_team_paused_sending(
     client: httpx.AsyncClient, db: Database, redis: Redis
 ) -> None:
-    await beat(redis, "worker-a")  # a worker is alive: the pause is the team's, not a crash
+    # A worker is alive: the pause is the team's, not a crash.
+    await beat(redis, WORKERS, "worker-a")
     await pause_sending(db, "teste")
     await asyncio.sleep(1.1)  # the web's cached answer is at most a second old
 
@@ -94,7 +95,7 @@ async def test_a_pending_invite_is_no_alarm_while_sending_is_paused(
         await post_invite(browser, "cris@exemplo.com")
         await pause_sending(db, "teste")
         time.sleep(0.4)
-        await beat(redis, "worker-a")
+        await beat(redis, WORKERS, "worker-a")
         answer = await browser.get("/saude", headers=JSON)
     assert answer.status_code == 200
     assert answer.json()["fila"]["pendente_mais_antigo_segundos"] > 0.2

@@ -1,10 +1,8 @@
-"""Rate limits in Redis: per sender, per address, per day; SSE streams capped per sender."""
+"""Rate limits in Redis: per sender, per address, per day."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from dataclasses import replace
 
 import httpx
@@ -13,13 +11,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites.status import Status
-from app.ratelimit import (
-    STREAM_SLOT_SECONDS,
-    Limit,
-    Limiter,
-    TooManyStreams,
-    open_stream_slot,
-)
+from app.ratelimit import Limit, take
 from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import api_headers, client_for, invite_count, invite_row, page_token
@@ -174,81 +166,16 @@ async def test_with_redis_down_invites_are_still_accepted_and_the_pass_is_logged
     assert "rate limiter unavailable; request allowed" in caplog.text
 
 
-async def test_a_sender_can_hold_only_so_many_open_streams(redis: Redis) -> None:
-    first = await open_stream_slot(redis, "s1", limit=2)
-    await open_stream_slot(redis, "s1", limit=2)
-
-    with pytest.raises(TooManyStreams) as refused:
-        await open_stream_slot(redis, "s1", limit=2)
-    assert refused.value.retry_after > 0
-    await open_stream_slot(redis, "s2", limit=2)  # another sender is not affected
-
-    await first.release()
-    await open_stream_slot(redis, "s1", limit=2)
-
-
-async def test_a_stream_slot_is_released_when_the_stream_ends(redis: Redis) -> None:
-    for _ in range(3):
-        slot = await open_stream_slot(redis, "s1", limit=1)
-        with pytest.raises(TooManyStreams):
-            await open_stream_slot(redis, "s1", limit=1)
-        await slot.release()
-
-
-async def test_slots_of_a_dead_process_drop_out_but_refreshed_ones_stay(redis: Redis) -> None:
-    kept = await open_stream_slot(redis, "s1", limit=2)
-    # A process that died an hour ago never released its slot.
-    await redis.zadd("convites:limite:streams:s1", {"dead": time.time() - STREAM_SLOT_SECONDS - 1})
-    await kept.refresh()
-
-    await open_stream_slot(redis, "s1", limit=2)
-    with pytest.raises(TooManyStreams):
-        await open_stream_slot(redis, "s1", limit=2)
-
-
-async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixture) -> None:
-    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
-    try:
-        with caplog.at_level(logging.WARNING):
-            slot = await open_stream_slot(down, "s1", limit=1)
-            await slot.refresh()
-            await slot.release()
-    finally:
-        await down.aclose()
-    assert "stream limiter unavailable" in caplog.text
-
-
-async def test_concurrent_requests_in_one_batch_never_both_take_the_last_unit(
-    redis: Redis,
-) -> None:
-    limiter = Limiter(redis)
+async def test_concurrent_requests_never_both_take_the_last_unit(redis: Redis) -> None:
     per_sender = Limit("sender_minute", "convites:limite:teste:remetente", 5, 60)
 
     answers = await asyncio.gather(
         *(
-            limiter.take([per_sender, Limit("x", f"convites:limite:teste:{n}", 99, 60)])
+            take(redis, [per_sender, Limit("x", f"convites:limite:teste:{n}", 99, 60)])
             for n in range(20)
         )
     )
-    await limiter.close()
 
     assert [answer is None for answer in answers].count(True) == 5
     assert {answer.limit.kind for answer in answers if answer is not None} == {"sender_minute"}
     assert await redis.get("convites:limite:teste:remetente") == b"5"
-
-
-async def test_with_redis_down_the_batched_limiter_lets_requests_through(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
-    limiter = Limiter(down)
-    try:
-        with caplog.at_level(logging.WARNING):
-            answers = await asyncio.gather(
-                *(limiter.take([Limit("x", "convites:limite:teste", 1, 60)]) for _ in range(3))
-            )
-    finally:
-        await limiter.close()
-        await down.aclose()
-    assert answers == [None, None, None]
-    assert "rate limiter unavailable" in caplog.text

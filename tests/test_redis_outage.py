@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites.status import Status
-from app.sending.heartbeat import live_workers
+from app.sending.heartbeat import WORKERS, alive
 from app.sending.supervise import Supervisor
 from app.sending.worker import shutdown, startup, worker_options
 from app.storage.database import Database
@@ -72,7 +72,7 @@ async def test_a_worker_rides_out_a_redis_outage_and_sends_what_came_meanwhile(
             redis = Redis.from_url(own_redis.url)
             try:
                 await wait_until(
-                    lambda: live_workers(redis, settings.worker_heartbeat_seconds),
+                    lambda: alive(redis, WORKERS, settings.worker_heartbeat_seconds),
                     30,
                     "the worker's heartbeat after the outage",
                 )
@@ -168,7 +168,7 @@ async def _heartbeat_of(redis_url: str, worker_id: str, timeout: float) -> None:
 
 
 async def _beats(redis: Redis, worker_id: str) -> bool:
-    return worker_id in await live_workers(redis, 1)
+    return worker_id in await alive(redis, WORKERS, 1)
 
 
 async def test_the_first_heartbeat_failing_does_not_end_the_start_up(

@@ -8,7 +8,7 @@ from dataclasses import replace
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.sending.heartbeat import beat
+from app.sending.heartbeat import WORKERS, beat
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp
 
@@ -18,7 +18,7 @@ TOKEN = "token-de-metricas-bem-comprido"
 async def test_saude_and_metrics_are_served_from_a_snapshot_not_one_scan_per_request(
     settings: Settings, redis: Redis, smtp: ScriptedSmtp
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     async with client_for(replace(settings, status_snapshot_seconds=30), smtp=smtp) as browser:
         first = (await browser.get("/saude", headers=JSON)).json()
         first_metrics = (await browser.get("/metrics")).text
@@ -35,7 +35,7 @@ async def test_saude_and_metrics_are_served_from_a_snapshot_not_one_scan_per_req
 async def test_a_snapshot_is_renewed_once_it_is_older_than_its_age(
     settings: Settings, redis: Redis, smtp: ScriptedSmtp
 ) -> None:
-    await beat(redis, "worker-a")
+    await beat(redis, WORKERS, "worker-a")
     async with client_for(replace(settings, status_snapshot_seconds=0.5), smtp=smtp) as browser:
         await browser.get("/saude", headers=JSON)
         await post_invite(browser, "ana@exemplo.com")

@@ -1,14 +1,20 @@
-"""Live streams are capped per client address and per process, and each has a lifetime."""
+"""Live streams are capped per sender, per client address and per process, and each has a
+lifetime."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from pathlib import Path
 
 import httpx
+import pytest
+from redis.asyncio import Redis
 
 from app.config import Settings
+from app.web.stream_caps import STREAM_SLOT_SECONDS, TooManyStreams, open_stream_slot
 from tests.fixtures import process_env
 from tests.helpers import JSON
 from tests.services import AppProcess, free_port, wait_for_port
@@ -76,3 +82,47 @@ async def test_a_stream_ends_after_its_lifetime_and_the_slot_is_given_back(
 async def _read_to_the_end(response: httpx.Response) -> None:
     async for _ in response.aiter_lines():
         pass
+
+
+async def test_a_sender_can_hold_only_so_many_open_streams(redis: Redis) -> None:
+    first = await open_stream_slot(redis, "s1", limit=2)
+    await open_stream_slot(redis, "s1", limit=2)
+
+    with pytest.raises(TooManyStreams) as refused:
+        await open_stream_slot(redis, "s1", limit=2)
+    assert refused.value.retry_after > 0
+    await open_stream_slot(redis, "s2", limit=2)  # another sender is not affected
+
+    await first.release()
+    await open_stream_slot(redis, "s1", limit=2)
+
+
+async def test_a_stream_slot_is_released_when_the_stream_ends(redis: Redis) -> None:
+    for _ in range(3):
+        slot = await open_stream_slot(redis, "s1", limit=1)
+        with pytest.raises(TooManyStreams):
+            await open_stream_slot(redis, "s1", limit=1)
+        await slot.release()
+
+
+async def test_slots_of_a_dead_process_drop_out_but_refreshed_ones_stay(redis: Redis) -> None:
+    kept = await open_stream_slot(redis, "s1", limit=2)
+    # A process that died an hour ago never released its slot.
+    await redis.zadd("convites:limite:streams:s1", {"dead": time.time() - STREAM_SLOT_SECONDS - 1})
+    await kept.refresh()
+
+    await open_stream_slot(redis, "s1", limit=2)
+    with pytest.raises(TooManyStreams):
+        await open_stream_slot(redis, "s1", limit=2)
+
+
+async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixture) -> None:
+    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
+    try:
+        with caplog.at_level(logging.WARNING):
+            slot = await open_stream_slot(down, "s1", limit=1)
+            await slot.refresh()
+            await slot.release()
+    finally:
+        await down.aclose()
+    assert "stream limiter unavailable" in caplog.text

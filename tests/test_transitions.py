@@ -33,9 +33,9 @@ async def new_invite(db: Database, email: str = "ana@exemplo.com", sender: str =
 
 
 async def claimed(db: Database, invite: Invite) -> Invite:
-    change = await transitions.claim_for_sending(db, invite.public_id, invite.attempt, LEASE)
-    assert change is not None
-    return change.invite
+    claim = await transitions.claim_with_link(db, invite.public_id, invite.attempt, LEASE)
+    assert claim is not None
+    return claim.change.invite
 
 
 async def outbox_rows(db: Database, invite: Invite) -> list[int]:
@@ -81,7 +81,7 @@ async def test_of_two_claims_of_one_attempt_exactly_one_wins(db: Database) -> No
     invite = await new_invite(db)
 
     results = await asyncio.gather(
-        *(transitions.claim_for_sending(db, invite.public_id, 1, LEASE) for _ in range(2))
+        *(transitions.claim_with_link(db, invite.public_id, 1, LEASE) for _ in range(2))
     )
 
     assert sorted(result is None for result in results) == [False, True]
@@ -95,8 +95,8 @@ async def test_two_claims_from_separate_processes_race_and_one_loses(
     try:
         invite = await new_invite(db)
         first, second = await asyncio.gather(
-            transitions.claim_for_sending(db, invite.public_id, 1, LEASE),
-            transitions.claim_for_sending(other, invite.public_id, 1, LEASE),
+            transitions.claim_with_link(db, invite.public_id, 1, LEASE),
+            transitions.claim_with_link(other, invite.public_id, 1, LEASE),
         )
     finally:
         await other.dispose()
@@ -107,7 +107,7 @@ async def test_two_claims_from_separate_processes_race_and_one_loses(
 async def test_a_claim_for_an_old_attempt_loses(db: Database) -> None:
     invite = await new_invite(db)
 
-    assert await transitions.claim_for_sending(db, invite.public_id, 2, LEASE) is None
+    assert await transitions.claim_with_link(db, invite.public_id, 2, LEASE) is None
     assert (await invite_row(db, invite.public_id)).status == Status.PENDENTE
 
 
@@ -149,7 +149,7 @@ async def test_a_claim_after_the_lease_expired_loses_and_the_row_stays_incerto(
     await expire_lease_of(db, invite)
     assert len(await transitions.expire_leases(db, LEASE_EXPIRED_REASON)) == 1
 
-    again = await transitions.claim_for_sending(db, invite.public_id, invite.attempt, LEASE)
+    again = await transitions.claim_with_link(db, invite.public_id, invite.attempt, LEASE)
 
     assert again is None
     assert (await invite_row(db, invite.public_id)).status == Status.INCERTO

@@ -24,10 +24,10 @@ from aiosmtpd.smtp import SMTP
 from redis.asyncio import Redis
 
 from app.bounces.addresses import public_id_of
-from app.bounces.heartbeat import HEARTBEAT_SECONDS, beat, forget
 from app.bounces.store import receive
 from app.config import VAR_DIR, Settings
 from app.live.wakeups import Announcer
+from app.sending.heartbeat import BOUNCE_RECEIVER_SECONDS, BOUNCE_RECEIVERS, beat, forget
 from app.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -79,10 +79,10 @@ class BounceHandler:
 async def _beat_forever(redis: Redis, receiver_id: str) -> None:
     while True:
         try:
-            await beat(redis, receiver_id)
+            await beat(redis, BOUNCE_RECEIVERS, receiver_id)
         except Exception as exc:
             log.warning("bounce receiver heartbeat failed", extra={"error": repr(exc)})
-        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await asyncio.sleep(BOUNCE_RECEIVER_SECONDS)
 
 
 @asynccontextmanager
@@ -118,7 +118,7 @@ async def bounce_receiver(settings: Settings, spool: Path | None = None) -> Asyn
         with suppress(asyncio.CancelledError):
             await heartbeat
         with suppress(Exception):
-            await asyncio.wait_for(forget(redis, receiver_id), 2)
+            await asyncio.wait_for(forget(redis, BOUNCE_RECEIVERS, receiver_id), 2)
         await announcer.close()
         await redis.aclose()
         await db.dispose()

@@ -136,10 +136,6 @@ class Hub:
             if not streams:
                 self._streams.pop(sender_id, None)
 
-    @property
-    def stream_count(self) -> int:
-        return sum(len(streams) for streams in self._streams.values())
-
     def _ring_all(self) -> None:
         for streams in self._streams.values():
             for wakeup in streams:

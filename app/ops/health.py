@@ -18,13 +18,12 @@ from arq.constants import default_queue_name
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
-from app.bounces.heartbeat import receivers as bounce_receivers
 from app.clock import utcnow
 from app.config import Settings
 from app.invites.records import INVITE
 from app.invites.status import Status
 from app.ratelimit import sends_this_hour
-from app.sending.heartbeat import live_workers
+from app.sending.heartbeat import BOUNCE_RECEIVER_SECONDS, BOUNCE_RECEIVERS, WORKERS, alive, known
 from app.sending.pause import Pause, read_pause
 from app.storage.database import Database
 from app.storage.tables import invite_events, invites
@@ -67,7 +66,7 @@ class RedisFacts:
     workers: dict[str, float] = field(default_factory=dict)
     queue_depth: int = 0
     sends_this_hour: int = 0
-    bounce_receivers: tuple[int, int] = (0, 0)  # (fresh, known): app.bounces.heartbeat
+    bounce_receivers: tuple[int, int] = (0, 0)  # (alive, known): app.sending.heartbeat
 
 
 @dataclass
@@ -134,10 +133,13 @@ async def _database_facts(db: Database) -> DatabaseFacts:
 
 async def _redis_facts(redis: Redis, heartbeat_seconds: float) -> RedisFacts:
     return RedisFacts(
-        workers=await live_workers(redis, heartbeat_seconds),
+        workers=await alive(redis, WORKERS, heartbeat_seconds),
         queue_depth=int(await redis.zcard(default_queue_name)),
         sends_this_hour=await sends_this_hour(redis),
-        bounce_receivers=await bounce_receivers(redis),
+        bounce_receivers=(
+            len(await alive(redis, BOUNCE_RECEIVERS, BOUNCE_RECEIVER_SECONDS)),
+            await known(redis, BOUNCE_RECEIVERS),
+        ),
     )
 
 

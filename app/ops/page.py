@@ -21,7 +21,6 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from app.bounces.history import bounced_by_reason
 from app.clock import utcnow
@@ -265,15 +264,3 @@ async def resume(request: Request) -> Response:
     if wants_json(request):
         return JSONResponse({"pausado": False})
     return RedirectResponse("/operacao", status_code=303)
-
-
-def routes() -> list[Route]:
-    return [
-        Route("/operacao", page, methods=["GET"]),
-        Route("/operacao/entrar", login, methods=["POST"]),
-        Route("/operacao/sair", logout, methods=["POST"]),
-        Route("/operacao/tentar-de-novo", retry, methods=["POST"]),
-        Route("/operacao/eventos", stream, methods=["GET"]),
-        Route("/operacao/pausar", pause, methods=["POST"]),
-        Route("/operacao/retomar", resume, methods=["POST"]),
-    ]

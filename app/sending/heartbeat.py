@@ -1,32 +1,50 @@
-"""Worker heartbeats in Redis: the web can tell "sending is paused" from "sending is slow"."""
+"""Heartbeats in Redis: which workers and bounce receivers are alive, for ``/saude``, the alarms,
+the metrics and the page's "sending is paused" notice.
+
+Each kind of process has a sorted set of ids scored by their last beat. An id is alive while its
+beat is fresher than three intervals. A process that stops cleanly ``forget``s its id at once; one
+that dies leaves it to go stale, so "one died" (known, none alive) differs from "none was ever
+started" (none known).
+"""
 
 from __future__ import annotations
 
-import time
-
 from redis.asyncio import Redis
 
-WORKERS_KEY = "convites:workers"
+from app.clock import utcnow
+
+WORKERS = "convites:workers"
+BOUNCE_RECEIVERS = "convites:bounce-receivers"
+#: Workers beat every ``WORKER_HEARTBEAT_SECONDS``; bounce receivers have no setting for it.
+BOUNCE_RECEIVER_SECONDS = 5.0
+#: Ids silent for this long are dropped by the next beat, so a set stays small.
+FORGET_AFTER_SECONDS = 3600
 
 
-async def beat(redis: Redis, worker_id: str) -> None:
-    """Record that ``worker_id`` is alive now."""
-    await redis.zadd(WORKERS_KEY, {worker_id: time.time()})
+async def beat(redis: Redis, key: str, member: str) -> None:
+    """Record that ``member`` is alive now."""
+    now = utcnow().timestamp()
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zremrangebyscore(key, "-inf", now - FORGET_AFTER_SECONDS)
+        pipe.zadd(key, {member: now})
+        await pipe.execute()
 
 
-async def forget(redis: Redis, worker_id: str) -> None:
-    """A worker that stops cleanly says so at once instead of going stale."""
-    await redis.zrem(WORKERS_KEY, worker_id)
+async def forget(redis: Redis, key: str, member: str) -> None:
+    """A process that stops cleanly says so at once instead of going stale."""
+    await redis.zrem(key, member)
 
 
-async def live_workers(redis: Redis, heartbeat_seconds: float) -> dict[str, float]:
-    """Workers whose last beat is fresher than three intervals, with each beat's age in seconds."""
-    now = time.time()
-    oldest_fresh = now - 3 * heartbeat_seconds
-    # Forget long-dead workers so the set stays small.
-    await redis.zremrangebyscore(WORKERS_KEY, "-inf", now - 3600)
-    entries = await redis.zrangebyscore(WORKERS_KEY, oldest_fresh, "+inf", withscores=True)
+async def alive(redis: Redis, key: str, interval: float) -> dict[str, float]:
+    """Ids whose last beat is fresher than three intervals, with each beat's age in seconds."""
+    now = utcnow().timestamp()
+    entries = await redis.zrangebyscore(key, now - 3 * interval, "+inf", withscores=True)
     return {
         (name.decode() if isinstance(name, bytes) else str(name)): now - score
         for name, score in entries
     }
+
+
+async def known(redis: Redis, key: str) -> int:
+    """Ids not dropped yet: alive, or dead without saying goodbye."""
+    return int(await redis.zcard(key))

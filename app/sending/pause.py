@@ -10,25 +10,30 @@ must not quietly start sending again. While paused:
 - the person's page says sending was paused by the team and their invite goes when it resumes;
 - ``/saude`` reports ``envio.pausado`` (not as a problem, and ``pending_too_old`` is not raised).
 
-Readers cache the answer for ``PauseFlag.max_age`` seconds, so a resume reaches the workers and
+Readers share the answer for a second (``pause_flag``), so a resume reaches the workers and
 pages within a second or two.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
+import logging
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
-from app.live.paused import PausedCheck
+from app.sending.heartbeat import WORKERS, alive
 from app.storage.database import Database
 from app.storage.tables import controls
+from app.ttl_cache import TtlCache
+
+log = logging.getLogger(__name__)
 
 PAUSE = "envio_pausado"
 #: What the page's notice shows: the team paused sending, or no worker is alive.
@@ -87,42 +92,32 @@ async def resume_sending(db: Database) -> bool:
         return bool(result.rowcount)
 
 
-class PauseFlag:
-    """Whether sending is paused, read from the database at most once per ``max_age`` seconds
-    by one caller at a time (every poll of a worker, every stream of a web process asks)."""
+def pause_flag(db: Database) -> TtlCache[Pause | None]:
+    """The pause in force, shared for a second (every poll of a worker, every stream of a web
+    process asks)."""
+    return TtlCache(partial(current_pause, db), max_age=1.0)
 
-    def __init__(self, db: Database, max_age: float = 1.0) -> None:
-        self.db = db
-        self.max_age = max_age
-        self._value: Pause | None = None
-        self._read_at: float | None = None
-        self._lock = asyncio.Lock()
 
-    def _fresh(self) -> bool:
-        return self._read_at is not None and time.monotonic() - self._read_at < self.max_age
-
-    async def __call__(self) -> Pause | None:
-        if not self._fresh():
-            async with self._lock:
-                if not self._fresh():
-                    await self.read_now()
-        return self._value
-
-    async def read_now(self) -> Pause | None:
-        """Read the database now, and share the answer with the other callers."""
-        asked_at = time.monotonic()
-        value = await current_pause(self.db)
-        self._value, self._read_at = value, asked_at
-        return value
+async def no_worker_alive(redis: Redis, heartbeat_seconds: float) -> bool:
+    """True when no worker has beaten recently (or Redis, which carries the work, is down): the
+    page says so instead of letting "enviando…" sound like progress."""
+    try:
+        return not await alive(redis, WORKERS, heartbeat_seconds)
+    except (RedisError, OSError) as exc:
+        log.warning("could not read worker heartbeats", extra={"error": str(exc)})
+        return True
 
 
 class SendingNotice:
     """What the page's notice says, shared by a web process's pages and streams: ``BY_TEAM``
     (a deliberate pause wins), ``NO_WORKER`` (no fresh worker heartbeat), or ``None``."""
 
-    def __init__(self, flag: PauseFlag, no_worker: PausedCheck) -> None:
-        self.flag = flag
-        self.no_worker = no_worker
+    def __init__(self, db: Database, redis: Redis, heartbeat_seconds: float) -> None:
+        self.flag = pause_flag(db)
+        # Well within a heartbeat interval, so a worker that stopped shows within one.
+        self.no_worker = TtlCache(
+            partial(no_worker_alive, redis, heartbeat_seconds), min(1.0, heartbeat_seconds / 2)
+        )
 
     async def __call__(self) -> str | None:
         if await self.flag() is not None:

@@ -41,7 +41,7 @@ from app.live.wakeups import Announcer
 from app.logs import configure_logging, correlation_id
 from app.ops.heap import collector_tuned_for_serving
 from app.ops.metrics import ACCEPTED_TO_SENT, SEND_DURATION, Observations
-from app.sending.heartbeat import beat, forget
+from app.sending.heartbeat import WORKERS, beat, forget
 from app.sending.mailer import (
     Mailer,
     PermanentSendError,
@@ -50,7 +50,7 @@ from app.sending.mailer import (
     UnknownOutcomeError,
 )
 from app.sending.messages import build_message
-from app.sending.pause import PauseFlag
+from app.sending.pause import pause_flag
 from app.sending.queue import (
     SEND_FUNCTION,
     SWEEP_TIMEOUT_SECONDS,
@@ -239,7 +239,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     claimed = won.change
     await ctx["announcer"].announce(claimed)
     try:
-        spent = await ctx["limiter"].take([ratelimit.global_send_limit(settings)])
+        spent = await ratelimit.take(ctx["redis"], [ratelimit.global_send_limit(settings)])
     except OUTAGE_ERRORS:
         # Redis went away between the claim and the send: nothing left, so the claim is given
         # back at once rather than left to expire as incerto.
@@ -290,7 +290,7 @@ async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
     interval = ctx["settings"].worker_heartbeat_seconds
     while True:
         try:
-            await beat(ctx["redis"], ctx["worker_id"])
+            await beat(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception:
             if not failing:
                 log.exception("heartbeat failed; retrying every interval")
@@ -308,14 +308,13 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["mailer"] = Mailer(settings.smtp)
     ctx["announcer"] = Announcer(ctx["redis"])
     ctx["observations"] = Observations(ctx["redis"])
-    ctx["limiter"] = ratelimit.Limiter(ctx["redis"])  # concurrent jobs' checks: one round trip
     ctx["publisher"] = Publisher(ctx["db"], ctx["redis"])
-    ctx["pause"] = PauseFlag(ctx["db"])
+    ctx["pause"] = pause_flag(ctx["db"])
     ctx["running"] = RunningJobs()
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     failing = False
     try:
-        await beat(ctx["redis"], ctx["worker_id"])
+        await beat(ctx["redis"], WORKERS, ctx["worker_id"])
     except OUTAGE_ERRORS:
         # Redis went away since arq connected: the loop below beats again every interval, and
         # the supervisor waits the outage out (app.sending.supervise). Starting up is not the
@@ -332,10 +331,10 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         task.cancel()
     if "worker_id" in ctx:
         try:
-            await forget(ctx["redis"], ctx["worker_id"])
+            await forget(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception as exc:  # Redis down: the beat goes stale by itself
             log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
-    for part in ("publisher", "announcer", "observations", "limiter", "mailer"):
+    for part in ("publisher", "announcer", "observations", "mailer"):
         if part in ctx:
             await ctx[part].close()
     if "db" in ctx:

@@ -15,7 +15,6 @@ import logging
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from app.accounts import store as accounts
 from app.invites import links as invite_links
@@ -127,11 +126,3 @@ async def decline(request: Request) -> Response:
         if not wants_json(request):
             return RedirectResponse(f"/c/{token}", status_code=303)
     return await _page(request, token, await _opened(request, token))
-
-
-def routes() -> list[Route]:
-    return [
-        Route("/c/{token}", show, methods=["GET"]),
-        Route("/c/{token}/aceitar", accept, methods=["POST"]),
-        Route("/c/{token}/recusar", decline, methods=["POST"]),
-    ]

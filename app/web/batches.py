@@ -12,7 +12,6 @@ from typing import Any
 from starlette.datastructures import URL, UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from app import ratelimit
 from app.batches import parse, progress, store
@@ -216,8 +215,8 @@ _REFUSALS = {
 async def _over_limits(request: Request, found: Review) -> Response | None:
     emails = [item.email for item in found.ok_rows if item.email is not None]
     limits = ratelimit.batch_limits(settings_of(request), sender_id(request), emails)
-    wanted = [(limits[0], len(emails))] + [(limit, 1) for limit in limits[1:]]
-    refusal = await ratelimit.take_many(request.state.redis, wanted)
+    amounts = [len(emails)] + [1] * len(emails)  # the sender's day, then each recipient's
+    refusal = await ratelimit.take(request.state.redis, limits, amounts)
     if refusal is None:
         return None
     message = _REFUSALS[refusal.limit.kind].format(
@@ -317,12 +316,3 @@ async def show(request: Request) -> Response:
         "settings": settings_of(request),
     }
     return render(request, "lotes_lote.html", context)
-
-
-def routes() -> list[Route]:
-    return [
-        Route("/lotes/novo", new, methods=["GET"]),
-        Route("/lotes/revisar", check, methods=["POST"]),
-        Route("/lotes", send, methods=["POST"]),
-        Route("/lotes/{public_id}", show, methods=["GET"]),
-    ]

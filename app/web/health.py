@@ -1,7 +1,8 @@
 """``GET /saude`` (the health summary, 200 or 503) and ``GET /metrics`` (Prometheus).
 
-Both are served from a per-process snapshot at most ``STATUS_SNAPSHOT_SECONDS`` old
-(``app.ops.snapshots``), so scraping them cannot make the database scan its tables at will.
+Both are served from a per-process snapshot at most ``STATUS_SNAPSHOT_SECONDS`` old (a
+``TtlCache`` made in ``app.main``), so scraping them cannot make the database scan its tables at
+will.
 ``/saude`` is public and shows failures by class only; with ``METRICS_TOKEN`` set, ``/metrics``
 needs ``Authorization: Bearer <METRICS_TOKEN>``.
 """
@@ -12,28 +13,33 @@ import hmac
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
+from redis.asyncio import Redis
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.config import Settings
 from app.ops import metrics
 from app.ops.health import check_health, health_json, probe
-from app.ops.snapshots import Snapshots
-from app.web.common import db_of, error_response, settings_of
+from app.storage.database import Database
+from app.ttl_cache import TtlCache
+from app.web.common import error_response, settings_of
 
 NO_STORE = {"Cache-Control": "no-store"}
 METRICS_REFUSED = "Informe o token de métricas (Authorization: Bearer …)."
 
 
+async def public_health(
+    settings: Settings, db: Database, redis: Redis
+) -> tuple[dict[str, Any], int]:
+    """The ``/saude`` body and its status code, computed now."""
+    health = await check_health(settings, db, redis)
+    return health_json(health, public=True), 200 if health.healthy else 503
+
+
 async def saude(request: Request) -> Response:
     """200 when healthy; 503 with the reasons (``problemas``) when not."""
-    snapshots: Snapshots = request.state.snapshots
-    settings, db, redis = settings_of(request), db_of(request), request.state.redis
-
-    async def compute() -> tuple[dict[str, Any], int]:
-        health = await check_health(settings, db, redis)
-        return health_json(health, public=True), 200 if health.healthy else 503
-
-    body, status = await snapshots.get("saude", compute)
+    snapshot: TtlCache[tuple[dict[str, Any], int]] = request.state.health_snapshot
+    body, status = await snapshot()
     return JSONResponse(body, status_code=status, headers=NO_STORE)
 
 
@@ -53,18 +59,17 @@ async def metrics_endpoint(request: Request) -> Response:
         response = error_response(request, 401, METRICS_REFUSED)
         response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    snapshots: Snapshots = request.state.snapshots
-    settings = settings_of(request)
-    db, redis = db_of(request), request.state.redis
-
-    async def compute() -> bytes:
-        snapshot = metrics.Snapshot(health=await check_health(settings, db, redis))
-        if snapshot.health.database is not None:
-            await probe(metrics.database_counters(db, snapshot), "database")
-        if snapshot.health.redis is not None:
-            stale_after = 3 * settings.alarm_check_seconds
-            await probe(metrics.redis_counters(redis, snapshot, stale_after), "redis")
-        return metrics.render(snapshot)
-
-    body = await snapshots.get("metrics", compute)
+    snapshot: TtlCache[bytes] = request.state.metrics_snapshot
+    body = await snapshot()
     return Response(body, media_type=CONTENT_TYPE_LATEST, headers=NO_STORE)
+
+
+async def metrics_text(settings: Settings, db: Database, redis: Redis) -> bytes:
+    """The ``/metrics`` body, computed now."""
+    snapshot = metrics.Snapshot(health=await check_health(settings, db, redis))
+    if snapshot.health.database is not None:
+        await probe(metrics.database_counters(db, snapshot), "database")
+    if snapshot.health.redis is not None:
+        stale_after = 3 * settings.alarm_check_seconds
+        await probe(metrics.redis_counters(redis, snapshot, stale_after), "redis")
+    return metrics.render(snapshot)

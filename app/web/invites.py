@@ -95,7 +95,7 @@ async def over_send_limits(request: Request, recipient: str) -> Response | None:
     limits = ratelimit.send_limits(
         settings_of(request), sender_id(request), client_address(request), recipient
     )
-    refusal = await request.state.limiter.take(limits)
+    refusal = await ratelimit.take(request.state.redis, limits)
     if refusal is None:
         return None
     message = _LIMIT_MESSAGES[refusal.limit.kind].format(

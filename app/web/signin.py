@@ -13,7 +13,6 @@ from typing import Any
 from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from app import ratelimit
 from app.accounts import signin
@@ -247,16 +246,3 @@ async def sign_out(request: Request) -> Response:
     if wants_json(request):
         return JSONResponse({"saiu": True})
     return RedirectResponse("/entrar", status_code=303)
-
-
-def routes() -> list[Route]:
-    return [
-        Route("/entrar", show_form, methods=["GET"]),
-        Route("/entrar", request_link, methods=["POST"]),
-        Route("/entrar/pedido/{public_id}", show_request, methods=["GET"]),
-        Route("/entrar/{token}", open_link, methods=["GET"]),
-        Route("/entrar/{token}", use_link, methods=["POST"]),
-        Route("/conta", show_account, methods=["GET"]),
-        Route("/conta", save_account, methods=["POST"]),
-        Route("/sair", sign_out, methods=["POST"]),
-    ]

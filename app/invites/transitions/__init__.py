@@ -26,7 +26,6 @@ from app.invites.transitions.answered import accept, cancel, decline, expire_una
 from app.invites.transitions.bounced import mark_bounced
 from app.invites.transitions.sending import (
     Claimed,
-    claim_for_sending,
     claim_with_link,
     create_invite,
     create_invites,
@@ -42,7 +41,6 @@ __all__ = [
     "Claimed",
     "accept",
     "cancel",
-    "claim_for_sending",
     "claim_with_link",
     "correct_and_resend",
     "create_invite",

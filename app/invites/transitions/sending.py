@@ -170,17 +170,6 @@ def _claim_each(conn: Connection, claims: Sequence[_Claim]) -> list[Change | Non
     )
 
 
-async def claim_for_sending(
-    db: Database, public_id: str, attempt: int, lease_seconds: float
-) -> Change | None:
-    """``pendente → enviando`` for this attempt; ``None`` means someone else has it (or had).
-
-    Committed with other jobs' claims (group commit, one UPDATE for all) before it returns:
-    the send starts only after the claim is durable.
-    """
-    return await db.write_many(_claim_each, _Claim(public_id, attempt, lease_seconds))
-
-
 @dataclass(frozen=True)
 class Claimed:
     """A won claim, and the link its mail carries (``None`` for a sign-in mail, whose own link
@@ -200,10 +189,11 @@ def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Cl
 async def claim_with_link(
     db: Database, public_id: str, attempt: int, lease_seconds: float
 ) -> Claimed | None:
-    """``claim_for_sending`` and, for an invitation, the new link of this attempt (older links
-    replaced) in the same transaction: one durable commit, shared with other jobs' claims,
-    before the mail is built. The link is issued only by the claim that won, so a worker whose
-    lease ran out can never replace a newer attempt's link."""
+    """``pendente → enviando`` for this attempt (``None``: someone else has it, or had) and, for
+    an invitation, the new link of this attempt (older links replaced) in the same transaction:
+    one durable commit, shared with other jobs' claims, before the mail is built. The link is
+    issued only by the claim that won, so a worker whose lease ran out can never replace a newer
+    attempt's link."""
     return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
 
 

@@ -1,0 +1,83 @@
+"""Every URL the web app answers, in one table; ``app.main`` builds the app around it.
+
+A fixed path comes before a pattern that would match it too (``/convites/eventos`` before
+``/convites/{public_id}``). The dev mailbox exists only in dev with ``MAILBOX_DIR``, the operator
+page only with ``OPS_TOKEN``.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute, Mount, Route
+
+from app.config import Settings
+from app.ops import page as ops
+from app.web import (
+    answers,
+    batch_stream,
+    batches,
+    cancelling,
+    corrections,
+    events,
+    health,
+    invites,
+    mailbox,
+    signin,
+    summary,
+)
+from app.web.static import StaticAssets
+
+
+def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
+    """The routes of an app configured by ``settings``, serving ``static`` under ``/static``."""
+    table: list[BaseRoute] = [
+        # The sender's invites, and their live stream.
+        Route("/", invites.index, methods=["GET"]),
+        Route("/convites", invites.list_mine, methods=["GET"]),
+        Route("/convites", invites.create, methods=["POST"]),
+        Route("/convites/eventos", events.stream, methods=["GET"]),
+        Route("/convites/resumo", summary.show, methods=["GET"]),
+        Route("/convites/{public_id}", invites.show, methods=["GET"]),
+        Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
+        Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
+        Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
+        # Signing in and the account.
+        Route("/entrar", signin.show_form, methods=["GET"]),
+        Route("/entrar", signin.request_link, methods=["POST"]),
+        Route("/entrar/pedido/{public_id}", signin.show_request, methods=["GET"]),
+        Route("/entrar/{token}", signin.open_link, methods=["GET"]),
+        Route("/entrar/{token}", signin.use_link, methods=["POST"]),
+        Route("/conta", signin.show_account, methods=["GET"]),
+        Route("/conta", signin.save_account, methods=["POST"]),
+        Route("/sair", signin.sign_out, methods=["POST"]),
+        # The invitee's answer.
+        Route("/c/{token}", answers.show, methods=["GET"]),
+        Route("/c/{token}/aceitar", answers.accept, methods=["POST"]),
+        Route("/c/{token}/recusar", answers.decline, methods=["POST"]),
+        # Batches.
+        Route("/lotes/novo", batches.new, methods=["GET"]),
+        Route("/lotes/revisar", batches.check, methods=["POST"]),
+        Route("/lotes", batches.send, methods=["POST"]),
+        Route("/lotes/{public_id}", batches.show, methods=["GET"]),
+        Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
+        # Health and metrics.
+        Route("/saude", health.saude, methods=["GET"]),
+        Route("/metrics", health.metrics_endpoint, methods=["GET"]),
+        Mount("/static", static, name="static"),
+    ]
+    if settings.mailbox_dir is not None and settings.is_dev:
+        table += [
+            Route("/caixa", mailbox.inbox, methods=["GET"]),
+            Route("/caixa/{name}", mailbox.message, methods=["GET"]),
+            Route("/caixa/{name}/devolver", mailbox.simulate_bounce, methods=["POST"]),
+        ]
+    if settings.ops_token is not None:
+        table += [
+            Route("/operacao", ops.page, methods=["GET"]),
+            Route("/operacao/entrar", ops.login, methods=["POST"]),
+            Route("/operacao/sair", ops.logout, methods=["POST"]),
+            Route("/operacao/tentar-de-novo", ops.retry, methods=["POST"]),
+            Route("/operacao/eventos", ops.stream, methods=["GET"]),
+            Route("/operacao/pausar", ops.pause, methods=["POST"]),
+            Route("/operacao/retomar", ops.resume, methods=["POST"]),
+        ]
+    return table
