@@ -4,7 +4,6 @@ and one rendering of each changed row (real database, real templates; statements
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -58,7 +57,7 @@ def event_reads(db: Database) -> Iterator[list[str]]:
 @contextmanager
 def on_every_reader(db: Database, name: str, listener: Callable[..., None]) -> Iterator[None]:
     """``listener`` on the engine event ``name`` of each engine the database reads through."""
-    engines = [db.reader.sync_engine] + ([db.read_lane.engine] if db.read_lane else [])
+    engines = [db.reader.sync_engine]
     for engine in engines:
         event.listen(engine, name, listener)
     try:
@@ -173,29 +172,20 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
 
 @contextmanager
 def held_first_read(db: Database) -> Iterator[tuple[asyncio.Event, Callable[[], None]]]:
-    """The first read of ``invite_events`` waits, after its statement ran, until ``release()``.
-
-    On SQLite the read runs on the read lane's thread, which waits there; otherwise SQLAlchemy
-    runs the hook in the reading task (``await_only`` lets the loop go on)."""
-    loop = asyncio.get_running_loop()
-    started, released, release_task = asyncio.Event(), threading.Event(), asyncio.Event()
-    lane = db.read_lane
+    """The first read of ``invite_events`` waits, after its statement ran, until ``release()``
+    (SQLAlchemy runs the hook in the reading task: ``await_only`` lets the loop go on)."""
+    started, release_task = asyncio.Event(), asyncio.Event()
 
     def hold(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if "invite_events" not in statement or started.is_set():
             return
-        if lane is not None:  # on the lane's thread
-            loop.call_soon_threadsafe(started.set)
-            released.wait(10)
-        else:
-            started.set()
-            await_only(release_task.wait())
+        started.set()
+        await_only(release_task.wait())
 
     def release() -> None:
-        released.set()
         release_task.set()
 
-    engine = lane.engine if lane else db.reader.sync_engine
+    engine = db.reader.sync_engine
     event.listen(engine, "after_cursor_execute", hold)
     try:
         yield started, release

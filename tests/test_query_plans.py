@@ -38,7 +38,7 @@ Sent = list[tuple[str, Any]]
 def statements_of(db: Database) -> Iterator[Sent]:
     """Every statement that reads rows (SELECT, UPDATE, DELETE) ``db`` sends while inside, with
     its parameters (the first row's, for many)."""
-    if not db.is_sqlite or db.write_lane is None or db.read_lane is None:
+    if not db.is_sqlite:
         pytest.skip("PostgreSQL's planner has statistics; these plans are SQLite's")
     sent: Sent = []
 
@@ -48,12 +48,7 @@ def statements_of(db: Database) -> Iterator[Sent]:
         if statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
             sent.append((statement, params[0] if many else params))
 
-    engines = [
-        db.write_lane.engine,
-        db.read_lane.engine,
-        db.reader.sync_engine,
-        db.writer.sync_engine,
-    ]
+    engines = [db.reader.sync_engine, db.writer.sync_engine]
     for engine in engines:
         event.listen(engine, "before_cursor_execute", capture)
     try:
