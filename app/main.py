@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 from arq.connections import ArqRedis
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -209,7 +210,15 @@ async def _client_gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=400)
 
 
-async def _server_error(request: Request, exc: Exception) -> Response:
+async def _database_unavailable(request: Request, exc: Exception) -> Response:
+    # The database restarted or cannot be reached: nothing was written (the transaction rolled
+    # back), and the same request will work in a moment.
+    response = await _server_error(request, exc, status=503)
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+async def _server_error(request: Request, exc: Exception, status: int = 500) -> Response:
     # This handler runs outside every middleware: put the request's correlation id back for
     # the log line, and the headers the middleware would have added on the response.
     request_id = request.scope.get("correlation_id")
@@ -218,9 +227,12 @@ async def _server_error(request: Request, exc: Exception) -> Response:
         log.error("unhandled error", exc_info=exc)
     finally:
         correlation_id.reset(token)
-    response = error_response(
-        request, 500, "Algo deu errado do nosso lado. Tente de novo em instantes."
+    message = (
+        "O banco de dados está indisponível por um instante. Nada foi salvo; tente de novo."
+        if status == 503
+        else "Algo deu errado do nosso lado. Tente de novo em instantes."
     )
+    response = error_response(request, status, message)
     add_security_headers(response.headers, request.url.scheme)
     if request_id:
         response.headers["X-Request-ID"] = request_id
@@ -269,6 +281,8 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
         exception_handlers={
             HTTPException: _http_error,
             ClientDisconnect: _client_gone,
+            OperationalError: _database_unavailable,
+            InterfaceError: _database_unavailable,
             Exception: _server_error,
         },
     )

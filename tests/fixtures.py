@@ -62,6 +62,11 @@ def postgres_server() -> Iterator[PostgresServer | None]:
     _postgres = None
 
 
+def postgres() -> PostgresServer | None:
+    """The run's private PostgreSQL (``None`` on SQLite)."""
+    return _postgres
+
+
 def fresh_database_url(tmp_path: Path) -> str:
     """A new, empty database for one test: a SQLite file, or a PostgreSQL database."""
     if _postgres is None:

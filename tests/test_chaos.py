@@ -1,6 +1,7 @@
-"""Chaos: invites flow through the real processes while workers are SIGKILLed at random and
-Redis is restarted without persistence. Afterwards every invite is terminal, none is
-``enviado`` without a delivery at the SMTP server, and no address got two mails.
+"""Chaos: invites flow through the real processes while workers are SIGKILLed at random,
+Redis is restarted without persistence and, on PostgreSQL, the database server is restarted.
+Afterwards every accepted invite is terminal, none is ``enviado`` without a delivery at the SMTP
+server, and no address got two mails.
 
 The suite runs a bounded round (well under a minute); ``make chaos`` runs a long one through
 the same test (``CHAOS_INVITES``, ``CHAOS_SECONDS``).
@@ -23,8 +24,15 @@ from app.config import Settings
 from app.invites.records import INVITE
 from app.storage.database import Database
 from app.storage.tables import invites
-from tests.fixtures import SENDER, process_env, short_lease_settings
-from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
+from tests.fixtures import SENDER, postgres, process_env, short_lease_settings
+from tests.services import (
+    AppProcess,
+    PostgresServer,
+    RedisServer,
+    ScriptedSmtp,
+    free_port,
+    wait_for_port,
+)
 from tests.signing_in import sign_in
 from tests.test_scale import _counts
 
@@ -49,10 +57,18 @@ def chaos_settings(tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp) -
 class Chaos:
     """The real processes, and the harm done to them."""
 
-    def __init__(self, settings: Settings, folder: Path, redis: RedisServer) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        folder: Path,
+        redis: RedisServer,
+        database: PostgresServer | None,
+    ) -> None:
         self.env = process_env(settings)
         self.folder = folder
         self.redis = redis
+        self.database = database
+        self.database_restarts = 0
         self.port = free_port()
         self.web = AppProcess.web(self.env, folder / "web.log", self.port)
         self.workers: list[AppProcess] = []
@@ -86,11 +102,22 @@ class Chaos:
         self.redis.start()  # empty: nothing was persisted
         self.redis_restarts += 1
 
+    def restart_database(self) -> None:
+        assert self.database is not None
+        self.database.restart()
+        self.database_restarts += 1
+
     async def run(self, seconds: float) -> None:
-        """Harm at random intervals for ``seconds``: mostly killed workers, some Redis restarts."""
-        ends = time.monotonic() + seconds
+        """Harm at random intervals for ``seconds``: mostly killed workers, some Redis restarts,
+        and on PostgreSQL a database restart halfway through."""
+        started = time.monotonic()
+        ends = started + seconds
         while time.monotonic() < ends:
             await asyncio.sleep(self.random.uniform(0.5, 2.0))
+            halfway = time.monotonic() - started > seconds / 2
+            if self.database is not None and not self.database_restarts and halfway:
+                await asyncio.to_thread(self.restart_database)
+                continue
             if self.random.random() < 0.25:
                 await asyncio.to_thread(self.restart_redis)
             else:
@@ -105,7 +132,9 @@ class Chaos:
 
 
 async def post_paced(client: httpx.AsyncClient, count: int, seconds: float) -> list[str]:
-    """``count`` invites spread over ``seconds``; each must be accepted (202), Redis or not."""
+    """``count`` invites spread over ``seconds``; each must be accepted (202), Redis or not. While
+    the database restarts the web answers 503 and writes nothing; the client tries again, as a
+    person (or a program) told "try again in a moment" would."""
     limits = asyncio.Semaphore(20)
     listed = await client.get("/convites", headers={"Accept": "application/json"})
     client.headers["X-CSRF-Token"] = listed.json()["csrf_token"]
@@ -114,9 +143,13 @@ async def post_paced(client: httpx.AsyncClient, count: int, seconds: float) -> l
         await asyncio.sleep(seconds * i / count)
         async with limits:
             email = f"caos{i}@exemplo.com"
-            response = await client.post(
-                "/convites", json={"email": email}, headers={"Accept": "application/json"}
-            )
+            for _ in range(50):
+                response = await client.post(
+                    "/convites", json={"email": email}, headers={"Accept": "application/json"}
+                )
+                if response.status_code != 503:
+                    break
+                await asyncio.sleep(0.2)
             assert response.status_code == 202, response.text
             return email
 
@@ -126,7 +159,7 @@ async def post_paced(client: httpx.AsyncClient, count: int, seconds: float) -> l
 async def test_chaos_loses_nothing_and_sends_nothing_twice(
     chaos_settings: Settings, smtp: ScriptedSmtp, own_redis: RedisServer, tmp_path: Path
 ) -> None:
-    chaos = Chaos(chaos_settings, tmp_path, own_redis)
+    chaos = Chaos(chaos_settings, tmp_path, own_redis, postgres())
     db = Database(chaos_settings.database_url)
     try:
         chaos.web.start()
@@ -158,12 +191,14 @@ async def test_chaos_loses_nothing_and_sends_nothing_twice(
         delivered = collections.Counter(r for m in smtp.received for r in m.rcpt_tos)
         sent = {email for email, status in rows if status == "enviado"}
         print(
-            f"chaos: {chaos.kills} workers killed, {chaos.redis_restarts} Redis restarts, {counts}"
+            f"chaos: {chaos.kills} workers killed, {chaos.redis_restarts} Redis restarts, "
+            f"{chaos.database_restarts} database restarts, {counts}"
         )
         assert sorted(email for email, _ in rows) == sorted(posted), "nothing lost"
         assert sent <= set(delivered), "enviado only with a delivery"
         assert not delivered or max(delivered.values()) == 1, "nobody got two mails"
         assert chaos.kills > 0 and chaos.redis_restarts > 0, "the chaos happened"
+        assert chaos.database_restarts == (chaos.database is not None)
     except BaseException:
         print(chaos.describe())  # shown by pytest with the failure
         raise

@@ -42,7 +42,11 @@ class Database:
             self.writer = _sqlite_engine(url, immediate=True)
             self.reader = _sqlite_engine(url, immediate=False)
         else:
-            self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
+            # A connection the server closed (a restart, a failover) is replaced at checkout,
+            # not handed to a request that would fail on it.
+            self.writer = create_async_engine(
+                url, pool_size=10, max_overflow=20, pool_pre_ping=True
+            )
             self.reader = self.writer
         # A durable commit (an fsync on SQLite) is the write path's cost: concurrent callers
         # share one transaction, and each returns only after it committed.
