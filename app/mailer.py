@@ -16,13 +16,13 @@ import base64
 import logging
 import re
 import secrets
-import time
 from dataclasses import dataclass
 from email.headerregistry import Address
 from email.utils import formataddr, formatdate, parseaddr
 
 import aiosmtplib
 
+from app import clock
 from app.bounces.addresses import bounce_address, envelope_id
 from app.config import Settings, SmtpSettings
 from app.records import Invite
@@ -246,7 +246,7 @@ class Mailer:
                     await self._envelope(client, message)
                 progress.data_started = True
                 await self._data(client, message)
-                self._idle.append(_Idle(client, time.monotonic()))
+                self._idle.append(_Idle(client, clock.monotonic()))
         except TimeoutError:
             if client is not None:
                 client.close()
@@ -282,7 +282,7 @@ class Mailer:
         """MAIL/RCPT on a kept connection; ``None`` when there is none alive to use."""
         while self._idle:
             kept = self._idle.pop()
-            if not kept.client.is_connected or time.monotonic() - kept.since > self.IDLE_SECONDS:
+            if not kept.client.is_connected or clock.monotonic() - kept.since > self.IDLE_SECONDS:
                 kept.client.close()
                 continue
             try:

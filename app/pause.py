@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import clock
 from app.clock import utcnow
 from app.db import Database
 from app.live.paused import PausedCheck
@@ -99,7 +99,7 @@ class PauseFlag:
         self._lock = asyncio.Lock()
 
     def _fresh(self) -> bool:
-        return self._read_at is not None and time.monotonic() - self._read_at < self.max_age
+        return self._read_at is not None and clock.monotonic() - self._read_at < self.max_age
 
     async def __call__(self) -> Pause | None:
         if not self._fresh():
@@ -110,7 +110,7 @@ class PauseFlag:
 
     async def read_now(self) -> Pause | None:
         """Read the database now, and share the answer with the other callers."""
-        asked_at = time.monotonic()
+        asked_at = clock.monotonic()
         value = await current_pause(self.db)
         self._value, self._read_at = value, asked_at
         return value

@@ -9,9 +9,10 @@ the others wait for that one answer.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from app import clock
 
 T = TypeVar("T")
 
@@ -26,7 +27,7 @@ class Snapshots:
 
     def _fresh(self, name: str) -> bool:
         entry = self._values.get(name)
-        return entry is not None and time.monotonic() - entry[0] < self.max_age
+        return entry is not None and clock.monotonic() - entry[0] < self.max_age
 
     async def get(self, name: str, compute: Callable[[], Awaitable[T]]) -> T:
         """The snapshot called ``name``, computed by ``compute()`` if there is no fresh one."""
@@ -34,7 +35,7 @@ class Snapshots:
             lock = self._locks.setdefault(name, asyncio.Lock())
             async with lock:
                 if not self._fresh(name):
-                    started = time.monotonic()
+                    started = clock.monotonic()
                     self._values[name] = (started, await compute())
         value: T = self._values[name][1]
         return value

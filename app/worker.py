@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import socket
-import time
 import uuid
 from contextlib import ExitStack
 from datetime import timedelta
@@ -20,7 +19,7 @@ from typing import Any
 from arq import cron, func
 from arq.connections import RedisSettings
 
-from app import queries, ratelimit, signin, transitions
+from app import clock, queries, ratelimit, signin, transitions
 from app.clock import utcnow
 from app.config import Settings, load_settings
 from app.db import Database
@@ -114,7 +113,7 @@ async def _send_timed(
         token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
     else:
         token = link
-    started = time.monotonic()
+    started = clock.monotonic()
     try:
         await ctx["mailer"].send(
             build_message(settings, invite, token),
@@ -123,9 +122,9 @@ async def _send_timed(
         )
     except Exception:
         # Failed sends count too; a worker stopping mid-send (CancelledError) does not.
-        await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
+        await ctx["observations"].observe(SEND_DURATION, clock.monotonic() - started)
         raise
-    await ctx["observations"].observe(SEND_DURATION, time.monotonic() - started)
+    await ctx["observations"].observe(SEND_DURATION, clock.monotonic() - started)
 
 
 async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:

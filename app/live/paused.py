@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app import clock
 from app.heartbeat import live_workers
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class PausedCheck:
         self._lock = asyncio.Lock()
 
     def _fresh(self) -> bool:
-        return self._value is not None and time.monotonic() - self._read_at < self.max_age
+        return self._value is not None and clock.monotonic() - self._read_at < self.max_age
 
     async def __call__(self) -> bool:
         if not self._fresh():
@@ -52,7 +52,7 @@ class PausedCheck:
 
     async def read_now(self) -> bool:
         """Read Redis now (a page being rendered), and share the answer with the streams."""
-        asked_at = time.monotonic()
+        asked_at = clock.monotonic()
         value = await sending_paused(self.redis, self.heartbeat_seconds)
         self._value, self._read_at = value, asked_at
         return value

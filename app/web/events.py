@@ -11,7 +11,6 @@ starts without a cursor first sends the current state of the sender's visible ro
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -22,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from app import queries
+from app import clock, queries
 from app.clock import utcnow
 from app.config import Settings
 from app.db import Database
@@ -86,15 +85,15 @@ class Stream:
         self.cursor = StreamCursor(cursor, exact=self.db.is_sqlite)
         self.slot: StreamSlots | None = None
         # Streams end after STREAM_MAX_SECONDS; the browser resumes with Last-Event-ID.
-        self.ends_at = time.monotonic() + lifetime_seconds(self.settings)
-        self.slot_refreshed = time.monotonic()
+        self.ends_at = clock.monotonic() + lifetime_seconds(self.settings)
+        self.slot_refreshed = clock.monotonic()
         self.paused_check: SendingNotice = request.state.paused
         self.paused: str | None = ""  # "": nothing sent yet
         # The doorbell while subscribed; the client hanging up rings it (``hang_up``), as the
         # server stopping does (``Hub.end_streams``): the loop ends and the response completes.
         self.wakeup: Wakeup | None = None
         self.gone = False
-        self.last_said = time.monotonic()
+        self.last_said = clock.monotonic()
 
     def row_event(self, invite: Invite, event_id: int) -> ServerSentEvent:
         data = render_row(self.templates, invite, event_id, utcnow(), self.settings)
@@ -129,7 +128,7 @@ class Stream:
     @property
     def ending(self) -> bool:
         hub = self.hub
-        return hub.streams_ending or self.gone or time.monotonic() >= self.ends_at
+        return hub.streams_ending or self.gone or clock.monotonic() >= self.ends_at
 
     def hang_up(self) -> None:
         """The client disconnected (``EventStream``): end at the next look."""
@@ -140,7 +139,7 @@ class Stream:
     def period(self) -> float:
         """How long the stream may rest: until the paused notice is due again, its end, or
         its next ping, whichever comes first."""
-        now = time.monotonic()
+        now = clock.monotonic()
         return max(
             0.0,
             min(
@@ -174,7 +173,7 @@ class Stream:
         await self.keep_slot()
         if notice is not None:
             return [notice]
-        if time.monotonic() - self.last_said >= self.settings.stream_ping_seconds:
+        if clock.monotonic() - self.last_said >= self.settings.stream_ping_seconds:
             return [PING]  # proxies close a connection that says nothing for long
         return []
 
@@ -196,7 +195,7 @@ class Stream:
 
     async def keep_slot(self) -> None:
         """Tell the per-sender stream cap that this stream is still open."""
-        now = time.monotonic()
+        now = clock.monotonic()
         if self.slot is not None and now - self.slot_refreshed > SLOT_REFRESH_SECONDS:
             await self.slot.refresh()
             self.slot_refreshed = now
@@ -238,7 +237,7 @@ async def serve(request: Request, live: Stream) -> Response:
             with request.state.sse.track(), live.hub.subscribe(live.sender) as wakeup:
                 live.wakeup = wakeup
                 async for event in live.events(wakeup):
-                    live.last_said = time.monotonic()
+                    live.last_said = clock.monotonic()
                     yield event
         finally:
             # anyio cancels every await inside a cancelled scope: shield the release.
