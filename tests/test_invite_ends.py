@@ -5,7 +5,6 @@ Also the sender's summary line and filter. Real worker (burst), real SMTP captur
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import httpx
 from redis.asyncio import Redis
