@@ -4,7 +4,6 @@ stalled until less than half its lease is left sends nothing and is given back."
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -18,6 +17,7 @@ from app.models import invite_links, invites
 from app.records import SIGNIN_MAIL
 from app.sessions import token_hash
 from app.status import Status
+from tests.fixtures import MovableClock
 from tests.helpers import JSON, invite_row, post_invite
 from tests.services import ScriptedSmtp
 
@@ -91,15 +91,19 @@ async def _worker_context(settings: Settings) -> dict[str, Any]:
 
 
 async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_given_back(
-    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp
+    client: httpx.AsyncClient,
+    db: Database,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    clock: MovableClock,
 ) -> None:
     created = await post_invite(client, "caio@exemplo.com.br")
-    short = replace(settings, sending_lease_seconds=1.0)
-    ctx = await _worker_context(short)
+    lease = settings.sending_lease_seconds
+    ctx = await _worker_context(settings)
     try:
-        claimed = await transitions.claim_with_link(db, created["id"], 1, 1.0)
+        claimed = await transitions.claim_with_link(db, created["id"], 1, lease)
         assert claimed is not None
-        await asyncio.sleep(0.6)  # stalled (on Redis, say) until less than half the lease is left
+        clock.advance(lease * 0.6)  # stalled (on Redis, say) until less than half the lease is left
 
         outcome = await worker._deliver(ctx, claimed.change.invite, claimed.link)
 
@@ -107,7 +111,7 @@ async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_giv
         assert smtp.received == []
         assert (await invite_row(db, created["id"])).status == Status.PENDENTE
 
-        again = await transitions.claim_with_link(db, created["id"], 1, 60)
+        again = await transitions.claim_with_link(db, created["id"], 1, lease)
         assert again is not None  # the same attempt, claimed afresh, goes out
         sent = await worker._deliver(ctx, again.change.invite, again.link)
         assert sent is not None and sent.invite.status == Status.ENVIADO

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.health import redact_addresses
 from app.heartbeat import beat
 from app.status import Status
-from tests.fixtures import drain, running_app
+from tests.fixtures import MovableClock, drain, running_app
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp, free_port
 
@@ -74,14 +74,14 @@ async def test_saude_is_200_without_workers_when_nothing_waits(client: httpx.Asy
 
 
 async def test_saude_is_503_when_the_oldest_pendente_is_past_the_alarm_threshold(
-    settings: Settings, redis: Redis, smtp: ScriptedSmtp
+    settings: Settings, redis: Redis, smtp: ScriptedSmtp, clock: MovableClock
 ) -> None:
     quick = replace(settings, alarm_pending_seconds=0.2)
     async with client_for(quick, smtp=smtp) as http:
         await post_invite(http, "cris@exemplo.com")
         await beat(redis, "worker-a")
         assert (await http.get("/saude")).status_code == 200
-        time.sleep(0.3)
+        clock.advance(0.3)
         await beat(redis, "worker-a")
         response = await http.get("/saude")
 
