@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +23,11 @@ from app.live.paused import PausedCheck
 from app.live.wakeups import Announcer, sender_channel
 from app.models import invite_events
 from app.records import Invite
-from tests.fixtures import BACKEND, SENDER, drain, process_env
+from tests.fixtures import BACKEND, SENDER, MovableClock, drain, process_env
 from tests.helpers import announce, invite_row, post_invite
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 from tests.signing_in import sign_in
+from tests.waiting import eventually
 
 
 @dataclass
@@ -56,10 +56,16 @@ def web(web_process: Web) -> str:
     return web_process.url
 
 
-async def read_events(response: httpx.Response) -> AsyncIterator[Sse]:
+async def read_events(
+    response: httpx.Response, opened: asyncio.Event | None = None
+) -> AsyncIterator[Sse]:
+    """The named events of the stream; ``opened`` is set at the end of the server's first
+    block (its hello, sent once the stream is subscribed to its sender's wake-ups)."""
     fields: dict[str, list[str]] = {}
     async for line in response.aiter_lines():
         if line == "":
+            if opened is not None:
+                opened.set()
             if "event" in fields:
                 yield Sse(fields["event"][0], fields.get("id", [""])[0], "\n".join(fields["data"]))
             fields = {}
@@ -73,16 +79,17 @@ async def collect(
     until: int,
     seconds: float = 8.0,
     stop_at: str = "",
+    opened: asyncio.Event | None = None,
     **kwargs: object,
 ) -> list[Sse]:
     """Open the stream and gather row events until ``until`` of them came, or one has the
-    status ``stop_at`` (or time runs out)."""
+    status ``stop_at`` (or time runs out); ``opened`` is set once the stream is subscribed."""
     got: list[Sse] = []
 
     async def run() -> None:
         async with client.stream("GET", "/convites/eventos", **kwargs) as response:  # type: ignore[arg-type]
             assert response.headers["content-type"].startswith("text/event-stream")
-            async for event in read_events(response):
+            async for event in read_events(response, opened):
                 if event.event == "convite":
                     got.append(event)
                 if len(got) >= until or (stop_at and f'data-status="{stop_at}"' in event.data):
@@ -166,8 +173,9 @@ async def listen_after_newest(
     where: dict[str, Any] = (
         {"headers": {"Last-Event-ID": str(cursor)}} if header else {"params": {"depois": cursor}}
     )
-    listening = asyncio.create_task(collect(client, **collecting, **where))
-    await asyncio.sleep(0.5)  # connected and past its first read
+    opened = asyncio.Event()
+    listening = asyncio.create_task(collect(client, opened=opened, **collecting, **where))
+    await asyncio.wait_for(opened.wait(), 10)
     return cursor, listening
 
 
@@ -192,14 +200,18 @@ async def test_open_streams_end_cleanly_when_the_server_stops(
         ):
             lines = response.aiter_lines()
             assert await anext(lines) == ": ola"
-            await asyncio.sleep(0.5)  # past its first read, resting
-            started = time.monotonic()
-            await asyncio.to_thread(process.stop)
-            # The body ends (no exception): the response was completed, not cut.
-            async for _ in lines:
-                pass
+            await asyncio.sleep(0.5)  # past its first read, resting (nothing shows that state)
+            stopping = asyncio.create_task(asyncio.to_thread(process.stop))
 
-    assert time.monotonic() - started < 5
+            async def body_ends() -> None:
+                async for _ in lines:
+                    pass
+
+            # The body ends (no exception): the response was completed, not cut; and long
+            # before the periodic check a minute away could have ended it.
+            await asyncio.wait_for(body_ends(), 30)
+            await stopping
+
     assert "returned without completing response" not in process.log()
 
 
@@ -235,11 +247,11 @@ async def test_the_hub_listens_again_after_redis_restarts(
     assert statuses(events) == ["enviando"]
 
 
-async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while await redis.pubsub_numpat() < 1:
-        assert time.monotonic() < deadline, "the hub did not subscribe again"
-        await asyncio.sleep(0.1)
+async def _until_the_hub_listens(redis: Redis) -> None:
+    async def subscribed() -> bool:
+        return await redis.pubsub_numpat() >= 1
+
+    await eventually(subscribed, what="the hub subscribes again")
 
 
 async def test_a_sender_cannot_open_more_streams_than_the_cap(
@@ -264,10 +276,12 @@ async def test_a_sender_cannot_open_more_streams_than_the_cap(
             assert int(refused.headers["retry-after"]) > 0
             assert "abas" in refused.json()["erro"]
 
-            # Closed streams give their slots back.
-            await asyncio.sleep(0.5)
-            async with client.stream("GET", "/convites/eventos") as again:
-                assert again.status_code == 200
+            # Closed streams give their slots back (once their generators have finished).
+            async def opens() -> bool:
+                async with client.stream("GET", "/convites/eventos") as again:
+                    return again.status_code == 200
+
+            await eventually(opens)
 
 
 async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_another(
@@ -282,10 +296,11 @@ async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_anoth
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", cookies=on_a.cookies, timeout=10
             ) as on_b:
+                opened = asyncio.Event()
                 listening = asyncio.create_task(
-                    collect(on_a, until=5, seconds=20, stop_at="enviado")
+                    collect(on_a, until=5, seconds=20, stop_at="enviado", opened=opened)
                 )
-                await asyncio.sleep(0.5)
+                await asyncio.wait_for(opened.wait(), 10)
                 created = await post_invite(on_b, "outra-aba@exemplo.com")
                 await drain(settings)
                 events = await listening
@@ -299,7 +314,9 @@ async def _zrange_calls(redis: Redis) -> int:
     return int(stats.get("cmdstat_zrangebyscore", {}).get("calls", 0))
 
 
-async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> None:
+async def test_streams_share_one_read_of_the_worker_heartbeats(
+    redis: Redis, clock: MovableClock
+) -> None:
     """A thousand streams waking at once cost one heartbeat read, and the answer moves on."""
     check = PausedCheck(redis, heartbeat_seconds=10.0, max_age=2.0)
     await redis.config_resetstat()
@@ -310,7 +327,7 @@ async def test_streams_share_one_read_of_the_worker_heartbeats(redis: Redis) -> 
     assert await _zrange_calls(redis) == 1
     await heartbeat.beat(redis, "worker-1")
     assert await check() is True  # still the shared answer, at most max_age old
-    await asyncio.sleep(2.1)
+    clock.advance(2.0)
     assert await check() is False
     assert await _zrange_calls(redis) == 2
 
