@@ -14,21 +14,31 @@ from collections.abc import Awaitable, Callable
 POLL_SECONDS = 0.05
 
 
+#: What was awaited, for the failure message: text, or a function that says it at the end (the
+#: tail of a process's log as it is then).
+What = str | Callable[[], str]
+
+
 async def eventually(
-    condition: Callable[[], Awaitable[bool]], timeout: float = 20.0, what: str = ""
+    condition: Callable[[], Awaitable[bool]], timeout: float = 20.0, what: What = ""
 ) -> None:
     """Until ``await condition()`` is true; AssertionError after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not await condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {what or condition.__name__}")
+            raise AssertionError(_not_within(timeout, what, condition))
         await asyncio.sleep(POLL_SECONDS)
 
 
-def until(condition: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
+def until(condition: Callable[[], bool], timeout: float = 20.0, what: What = "") -> None:
     """``eventually`` for synchronous code (a thread, a subprocess, a browser test)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {what or condition.__name__}")
+            raise AssertionError(_not_within(timeout, what, condition))
         time.sleep(POLL_SECONDS)
+
+
+def _not_within(timeout: float, what: What, condition: Callable[[], object]) -> str:
+    said = what() if callable(what) else what
+    return f"not true within {timeout} s: {said or getattr(condition, '__name__', condition)}"
