@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Between two looks; short, since the wait ends at the first look that sees the state.
 POLL_SECONDS = 0.05
@@ -20,23 +23,25 @@ What = str | Callable[[], str]
 
 
 async def eventually(
-    condition: Callable[[], Awaitable[bool]], timeout: float = 20.0, what: What = ""
-) -> None:
-    """Until ``await condition()`` is true; AssertionError after ``timeout`` seconds."""
+    condition: Callable[[], Awaitable[T]], timeout: float = 20.0, what: What = ""
+) -> T:
+    """Until ``await condition()`` is truthy, and that value; AssertionError after ``timeout``."""
     deadline = time.monotonic() + timeout
-    while not await condition():
+    while not (found := await condition()):
         if time.monotonic() > deadline:
             raise AssertionError(_not_within(timeout, what, condition))
         await asyncio.sleep(POLL_SECONDS)
+    return found
 
 
-def until(condition: Callable[[], bool], timeout: float = 20.0, what: What = "") -> None:
+def until(condition: Callable[[], T], timeout: float = 20.0, what: What = "") -> T:
     """``eventually`` for synchronous code (a thread, a subprocess, a browser test)."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not (found := condition()):
         if time.monotonic() > deadline:
             raise AssertionError(_not_within(timeout, what, condition))
         time.sleep(POLL_SECONDS)
+    return found
 
 
 def _not_within(timeout: float, what: What, condition: Callable[[], object]) -> str:
