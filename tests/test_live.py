@@ -80,10 +80,12 @@ async def collect(
     seconds: float = 8.0,
     stop_at: str = "",
     opened: asyncio.Event | None = None,
+    first_row: asyncio.Event | None = None,
     **kwargs: object,
 ) -> list[Sse]:
     """Open the stream and gather row events until ``until`` of them came, or one has the
-    status ``stop_at`` (or time runs out); ``opened`` is set once the stream is subscribed."""
+    status ``stop_at`` (or time runs out); ``opened`` is set once the stream is subscribed,
+    ``first_row`` once a row came (a new stream's snapshot has been read)."""
     got: list[Sse] = []
 
     async def run() -> None:
@@ -92,6 +94,8 @@ async def collect(
             async for event in read_events(response, opened):
                 if event.event == "convite":
                     got.append(event)
+                    if first_row is not None:
+                        first_row.set()
                 if len(got) >= until or (stop_at and f'data-status="{stop_at}"' in event.data):
                     return
 
@@ -412,11 +416,12 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=5.0)
     await hub.start()
     try:
-        with hub.subscribe("ana") as for_ana:
+        with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
             await _until_the_hub_listens(redis)
+            await for_bia.wait(0.01)  # the ring every stream gets when the hub subscribes
             newest = await queries.last_event_id(db)
             await _write_event(db, bia.id, "bia", newest + 1000)  # the newer id, first
-            await asyncio.sleep(0.4)  # checks have seen it
+            assert await for_bia.wait(10)  # unannounced: only a check rings it, so one saw it
             await for_ana.wait(0.01)
             await _write_event(db, ana.id, "ana", newest + 500)  # the older id, late
 
@@ -467,14 +472,11 @@ async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
         async with db.write() as conn:  # the second invite's change, not yet committed
             await conn.execute(_event_row(two.id, sender, newest + 500))
             await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser
+            snapshot_read = asyncio.Event()
             listening = asyncio.create_task(
-                collect(
-                    client,
-                    until=99,
-                    seconds=4,
-                )
+                collect(client, until=99, seconds=4, first_row=snapshot_read)
             )
-            await asyncio.sleep(1.0)  # resumed and past its first read
+            await asyncio.wait_for(snapshot_read.wait(), 10)
         await redis.publish(sender_channel(sender), str(newest + 500))
         events = await listening
 
