@@ -13,7 +13,6 @@ import contextlib
 import itertools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from tests.services import (
     wait_for_port,
 )
 from tests.signing_in import sign_in_browser
+from tests.waiting import until
 
 SLOW_AFTER_SECONDS = 3
 BATCH_ANNOUNCE_SECONDS = 2  # a batch page's progress, at most this often (e2e/test_batches_…)
@@ -80,11 +80,10 @@ class Stack:
         # Each start appends to the same log: wait for one more "worker started" line.
         before = self.worker.log().count("worker started")
         self.worker.start()
-        deadline = time.monotonic() + 20
-        while self.worker.log().count("worker started") <= before:
-            if time.monotonic() > deadline:
-                raise TimeoutError(self.worker.log()[-3000:])
-            time.sleep(0.05)
+        until(
+            lambda: self.worker.log().count("worker started") > before,
+            what=lambda: f"one more 'worker started':\n{self.worker.log()[-3000:]}",
+        )
 
     def stop_worker(self) -> None:
         self.worker.stop()

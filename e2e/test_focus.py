@@ -7,8 +7,6 @@ tabbed on back to E-mail. These tests make the settle slow on purpose, so the mo
 
 from __future__ import annotations
 
-import time
-
 from playwright.sync_api import Page, expect
 
 from e2e.conftest import Stack
@@ -21,6 +19,7 @@ SLOW_SETTLE = "htmx.config.defaultSettleDelay = 1500"
 def test_tabbing_on_right_after_a_sent_invite_is_not_pulled_back_to_email(
     page: Page, stack: Stack, smtp: ScriptedSmtp
 ) -> None:
+    page.clock.install()  # the page's timers run as usual until the test moves them on
     open_home(page)
     page.evaluate(SLOW_SETTLE)
     page.get_by_label("E-mail").fill("iara@exemplo.com")
@@ -34,7 +33,7 @@ def test_tabbing_on_right_after_a_sent_invite_is_not_pulled_back_to_email(
 
     page.keyboard.press("Tab")
     assert focused(page) == "INPUT|nome"
-    time.sleep(2.5)  # the slow settle (1.5 s) is well past
+    page.clock.run_for(2_500)  # the slow settle (1.5 s) is well past: its timers have run
 
     assert focused(page) == "INPUT|nome"
 

@@ -16,20 +16,24 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import time_machine
 from arq.worker import Worker
 from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 from starlette.types import Receive, Scope, Send
 
+from app import clock as app_clock
 from app.bounces.receiver import bounce_receiver
 from app.config import Settings, SmtpSettings, load_settings
 from app.main import create_app
@@ -41,6 +45,35 @@ from tests.services import PostgresServer, RedisServer, ScriptedSmtp, free_port
 from tests.signing_in import SENDER
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class MovableClock:
+    """The one clock a test moves: wall time (``datetime.now``, ``time.time``, through
+    time-machine) and ``app.clock.monotonic`` go forward together; both keep ticking in between.
+    """
+
+    def __init__(self, traveller: time_machine.Traveller) -> None:
+        self._traveller = traveller
+        self._moved = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self._moved
+
+    def advance(self, seconds: float) -> None:
+        self._traveller.shift(seconds)
+        self._moved += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[MovableClock]:
+    """Move time in this process with ``clock.advance(seconds)`` instead of sleeping.
+
+    Processes a test starts (uvicorn, arq workers) keep the real clock (see ``app/clock.py``).
+    """
+    with time_machine.travel(datetime.now(UTC), tick=True) as traveller:
+        moving = MovableClock(traveller)
+        monkeypatch.setattr(app_clock, "monotonic", moving.monotonic)
+        yield moving
 
 
 #: The database every test gets: "sqlite" (default) or "postgresql" (TEST_DATABASE=postgresql).

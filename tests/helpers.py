@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +22,7 @@ from app.storage.database import Database
 from app.storage.tables import invite_events, invites, outbox
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
+from tests.waiting import eventually
 
 JSON = {"Accept": "application/json"}
 
@@ -83,14 +82,15 @@ async def statuses(db: Database, public_id: str) -> list[tuple[str, int]]:
 async def wait_for_status(
     db: Database, public_id: str, *wanted: Status, timeout: float = 20.0
 ) -> Invite:
-    deadline = time.monotonic() + timeout
-    while True:
+    found = await invite_row(db, public_id)
+
+    async def reached() -> bool:
+        nonlocal found
         found = await invite_row(db, public_id)
-        if found.status in wanted:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{public_id} is {found.status}, not {wanted}")
-        await asyncio.sleep(0.05)
+        return found.status in wanted
+
+    await eventually(reached, timeout, lambda: f"{public_id} is {found.status}, not {wanted}")
+    return found
 
 
 def page_token(html: str) -> str:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
@@ -24,6 +23,8 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
+
+from tests.waiting import POLL_SECONDS, until
 
 #: Debian's Chromium (or CHROMIUM_PATH), and the flags it needs here (no sandbox, no background
 #: network).
@@ -85,15 +86,16 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {_BLOCK.start}-{_BLOCK.stop - 1}")
 
 
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for_port(port: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on {port}")
+    until(lambda: port_open(port), timeout, f"something listening on {port}")
 
 
 def _postgres_bin() -> Path:
@@ -232,6 +234,7 @@ class _Script:
     data_seconds: float = 0.0  # each DATA takes this long (a slow but working server)
     received: list[Received] = field(default_factory=list)
     data_started: int = 0
+    held: int = 0  # sessions waiting in a stall right now
 
 
 _DSN_MAIL = ("RET=", "ENVID=")
@@ -319,6 +322,26 @@ class ScriptedSmtp:
     def data_started(self) -> int:
         return self.script.data_started
 
+    @property
+    def held(self) -> int:
+        """Sessions stalled right now (at the ``stall`` step), waiting for the test."""
+        return self.script.held
+
+    async def _hold(self, step: str) -> None:
+        """While the test stalls ``step``, the session waits here (the test releases it from
+        its own thread: a flag to look at, there is no event to share across the loops)."""
+        script = self.script
+        if not (script.stalled and script.stall_at == step):
+            return
+        with self.lock:
+            script.held += 1
+        try:
+            while script.stalled and script.stall_at == step:
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            with self.lock:
+                script.held -= 1
+
     def take_mail_to(self, email: str) -> Received:
         """Take the newest mail to ``email`` out of the record (and its DATA out of the count):
         the sign-in helper's link mail, which the test itself is not about."""
@@ -332,9 +355,7 @@ class ScriptedSmtp:
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, options: Any
     ) -> str:
-        script = self.script
-        while script.stalled and script.stall_at == "rcpt":
-            await asyncio.sleep(0.05)
+        await self._hold("rcpt")
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
@@ -342,8 +363,7 @@ class ScriptedSmtp:
         script = self.script
         with self.lock:
             script.data_started += 1
-        while script.stalled and script.stall_at == "data":
-            await asyncio.sleep(0.05)
+        await self._hold("data")
         if script.data_seconds:
             await asyncio.sleep(script.data_seconds)
         with self.lock:
@@ -427,14 +447,14 @@ class AppProcess:
         return f"--- {self.log_path.name} ({state}) ---\n{self.log()[-tail:]}"
 
     def wait_for_log(self, text: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log():
-                return
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")
-            time.sleep(0.05)
-        raise TimeoutError(f"{text!r} not in log:\n{self.log()[-3000:]}")
+        def said_or_exited() -> bool:
+            return text in self.log() or (
+                self.process is not None and self.process.poll() is not None
+            )
+
+        until(said_or_exited, timeout, lambda: f"{text!r} in the log:\n{self.log()[-3000:]}")
+        if text not in self.log():
+            raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")  # type: ignore[union-attr]
 
     def stop(self, timeout: float = 20.0) -> int | None:
         if self.process is None:

@@ -11,9 +11,7 @@ Three drivers of the one flow: ``sign_in`` (an in-process app and a burst worker
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import httpx
 
 from tests.services import ScriptedSmtp
+from tests.waiting import eventually, until
 
 JSON = {"Accept": "application/json"}
 LINK = re.compile(r"(/entrar/[A-Za-z0-9_-]{40,})")
@@ -46,10 +45,10 @@ def _page_token(html: str) -> str:
 
 
 async def _mail_arrives(smtp: ScriptedSmtp, email: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(email in mail.rcpt_tos for mail in smtp.received):
-        assert time.monotonic() < deadline, f"no sign-in mail reached {email}"
-        await asyncio.sleep(0.05)
+    async def arrived() -> bool:
+        return any(email in mail.rcpt_tos for mail in smtp.received)
+
+    await eventually(arrived, timeout, f"a sign-in mail reaches {email}")
 
 
 async def sign_in(
@@ -82,10 +81,11 @@ async def sign_in(
 
 def wait_for_link(smtp: ScriptedSmtp, email: str, timeout: float = 20.0) -> str:
     """The link, once a real worker process has sent it."""
-    deadline = time.monotonic() + timeout
-    while not any(email in mail.rcpt_tos for mail in smtp.received):
-        assert time.monotonic() < deadline, f"no sign-in mail reached {email}"
-        time.sleep(0.05)
+    until(
+        lambda: any(email in mail.rcpt_tos for mail in smtp.received),
+        timeout,
+        f"a sign-in mail reaches {email}",
+    )
     return link_in(smtp, email)
 
 
@@ -131,10 +131,7 @@ def sign_in_through_the_dev_mailbox(
     token = http.get("/entrar", headers=JSON).json()["csrf_token"]
     asked = http.post("/entrar", json={"email": email}, headers={**JSON, "X-CSRF-Token": token})
     assert asked.status_code == 202, asked.text
-    deadline = time.monotonic() + 20
-    while not list(mailbox.glob("*.eml")):
-        assert time.monotonic() < deadline, "the sign-in link never reached the dev mailbox"
-        time.sleep(0.1)
+    until(lambda: any(mailbox.glob("*.eml")), what="the sign-in link reaches the dev mailbox")
     inbox = http.get("/caixa").text
     message = http.get(re.findall(r'href="(/caixa/[^"]+)"', inbox)[0]).text
     link = re.findall(r'href="(https?://[^"]*/entrar/[^"]+)"', message)[0]

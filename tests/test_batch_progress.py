@@ -18,7 +18,7 @@ from app.batches.progress import Throttle, received_text, summarize
 from app.config import Settings
 from app.invites.status import Status
 from tests.batch_helpers import read_events
-from tests.fixtures import drain, process_env
+from tests.fixtures import MovableClock, drain, process_env
 from tests.helpers import JSON, api_headers, post_invite
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 from tests.signing_in import sign_in
@@ -48,10 +48,10 @@ def test_every_status_gets_a_counter_and_equal_counts_give_equal_keys() -> None:
     assert summarize(1, {Status.ENVIADO: 1}).key.startswith("fim:")
 
 
-def test_the_throttle_lets_one_sentence_through_per_period() -> None:
+def test_the_throttle_lets_one_sentence_through_per_period(clock: MovableClock) -> None:
     throttle = Throttle(0.2)
     assert not throttle.ready()  # the person just heard "Recebemos"
-    time.sleep(0.21)
+    clock.advance(0.2)
     assert throttle.ready()
     throttle.spoke()
     assert not throttle.ready() and 0 < throttle.wait() <= 0.2
@@ -103,9 +103,11 @@ async def test_the_batch_stream_sends_its_rows_and_bounded_summaries_ending_with
         rows: list[str] = []
         summaries: list[tuple[float, str]] = []
         began = time.monotonic()
+        opened = asyncio.Event()
 
         async def listen() -> None:
             async with http.stream("GET", f"{location}/eventos?depois={cursor}") as response:
+                opened.set()
                 async for event in read_events(response):
                     if event.event == "convite":
                         rows.append(event.data)
@@ -114,12 +116,9 @@ async def test_the_batch_stream_sends_its_rows_and_bounded_summaries_ending_with
                         if 'data-final="sim"' in event.data:
                             return
 
-        async def send_slowly() -> None:
-            await asyncio.sleep(0.3)
-            await drain(settings)
-
         listener = asyncio.create_task(listen())
-        await send_slowly()
+        await asyncio.wait_for(opened.wait(), 15)
+        await drain(settings)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(listener, 15)
         assert (await http.get(location, headers=JSON)).json()["terminado"]

@@ -35,6 +35,7 @@ from tests.services import (
 )
 from tests.signing_in import sign_in
 from tests.test_scale import _counts
+from tests.waiting import eventually
 
 INVITES = int(os.environ.get("CHAOS_INVITES", "300"))
 CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "15"))
@@ -174,13 +175,14 @@ async def test_chaos_loses_nothing_and_sends_nothing_twice(
             )
         assert len(chaos.live_workers()) == WORKERS, "a worker died by itself"
 
-        deadline = time.monotonic() + 60 + CHAOS_SECONDS
-        while True:
+        counts: dict[str, int] = {}
+
+        async def terminal() -> bool:
+            nonlocal counts
             counts = await _counts(db)
-            if set(counts) <= TERMINAL:
-                break
-            assert time.monotonic() < deadline, f"not terminal: {counts}"
-            await asyncio.sleep(0.25)
+            return set(counts) <= TERMINAL
+
+        await eventually(terminal, 60 + CHAOS_SECONDS, lambda: f"not terminal: {counts}")
 
         async with db.read() as conn:
             rows = (

@@ -4,7 +4,6 @@ stalled until less than half its lease is left sends nothing and is given back."
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -20,6 +19,7 @@ from app.sending import worker
 from app.sending.mailer import SendProgress
 from app.storage.database import Database
 from app.storage.tables import invite_links, invites
+from tests.fixtures import MovableClock
 from tests.helpers import JSON, invite_row, post_invite
 from tests.services import ScriptedSmtp
 
@@ -93,15 +93,19 @@ async def _worker_context(settings: Settings) -> dict[str, Any]:
 
 
 async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_given_back(
-    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp
+    client: httpx.AsyncClient,
+    db: Database,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    clock: MovableClock,
 ) -> None:
     created = await post_invite(client, "caio@exemplo.com.br")
-    short = replace(settings, sending_lease_seconds=1.0)
-    ctx = await _worker_context(short)
+    lease = settings.sending_lease_seconds
+    ctx = await _worker_context(settings)
     try:
-        claimed = await transitions.claim_with_link(db, created["id"], 1, 1.0)
+        claimed = await transitions.claim_with_link(db, created["id"], 1, lease)
         assert claimed is not None
-        await asyncio.sleep(0.6)  # stalled (on Redis, say) until less than half the lease is left
+        clock.advance(lease * 0.6)  # stalled (on Redis, say) until less than half the lease is left
 
         outcome = await worker._deliver(ctx, claimed.change.invite, claimed.link, SendProgress())
 
@@ -109,7 +113,7 @@ async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_giv
         assert smtp.received == []
         assert (await invite_row(db, created["id"])).status == Status.PENDENTE
 
-        again = await transitions.claim_with_link(db, created["id"], 1, 60)
+        again = await transitions.claim_with_link(db, created["id"], 1, lease)
         assert again is not None  # the same attempt, claimed afresh, goes out
         sent = await worker._deliver(ctx, again.change.invite, again.link, SendProgress())
         assert sent is not None and sent.invite.status == Status.ENVIADO

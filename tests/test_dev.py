@@ -7,15 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.fixtures import BACKEND
-from tests.services import free_port, wait_for_port
+from tests.services import free_port, port_open
 from tests.signing_in import sign_in_through_the_dev_mailbox
+from tests.waiting import until
 
 # `python -m app dev` always runs its own embedded SQLite (the environment's DATABASE_URL is
 # dropped): the PostgreSQL pass would only repeat these.
@@ -46,23 +46,22 @@ def _alive(pid: int) -> bool:
 
 def _wait_until_serving(dev: subprocess.Popen[str], port: int, log: Path) -> None:
     """The web answers on ``port``; a dev that exits or stalls fails with what it said."""
-    deadline = time.monotonic() + 60  # four processes starting on a busy 2-core machine
-    while time.monotonic() < deadline:
-        if dev.poll() is not None:
-            raise AssertionError(f"dev exited with {dev.returncode}:\n{log.read_text()}")
-        try:
-            wait_for_port(port, timeout=0.5)
-            return
-        except TimeoutError:
-            continue
-    raise AssertionError(f"dev did not serve on {port} in 60 s:\n{log.read_text()[-3000:]}")
+    until(
+        lambda: dev.poll() is not None or port_open(port),
+        60,  # four processes starting on a busy 2-core machine
+        lambda: f"dev serving on {port}:\n{log.read_text()[-3000:]}",
+    )
+    if dev.poll() is not None:
+        raise AssertionError(f"dev exited with {dev.returncode}:\n{log.read_text()}")
 
 
 def _wait_for_status(http: httpx.Client, location: str, status: str) -> None:
-    deadline = time.monotonic() + 20
-    while http.get(location, headers={"Accept": "application/json"}).json()["status"] != status:
-        assert time.monotonic() < deadline, f"never {status}"
-        time.sleep(0.1)
+    until(
+        lambda: (
+            http.get(location, headers={"Accept": "application/json"}).json()["status"] == status
+        ),
+        what=f"the invite {status}",
+    )
 
 
 def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from tests.helpers import sync_api_headers
 from tests.services import free_port
 from tests.signing_in import sign_in_through_the_dev_mailbox
 from tests.test_dev import _alive, _children_of, _wait_until_serving
+from tests.waiting import until
 
 # `python -m app dev` always runs its own embedded SQLite (the environment's DATABASE_URL is
 # dropped): the PostgreSQL pass would only repeat these.
@@ -48,13 +49,12 @@ class Dev:
         return None
 
     def wait_for(self, what: Callable[[], object], timeout: float, why: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if what():
-                return
-            assert self.process.poll() is None, f"dev exited:\n{self.output()}"
-            time.sleep(0.1)
-        raise AssertionError(f"{why} within {timeout} s:\n{self.output()[-4000:]}")
+        until(
+            lambda: what() or self.process.poll() is not None,
+            timeout,
+            lambda: f"{why}:\n{self.output()[-4000:]}",
+        )
+        assert self.process.poll() is None, f"dev exited:\n{self.output()}"
 
     def said(self, text: str, timeout: float = 30) -> None:
         self.wait_for(lambda: text in self.output(), timeout, f"dev did not say {text!r}")

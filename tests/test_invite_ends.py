@@ -5,7 +5,6 @@ Also the sender's summary line and filter. Real worker (burst), real SMTP captur
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import httpx
 from redis.asyncio import Redis
@@ -21,7 +20,7 @@ from app.sending.sweep import reconcile
 from app.storage.database import Database
 from app.storage.tables import invite_links as invite_links_table
 from tests.answering import answer_link, invited, press
-from tests.fixtures import drain
+from tests.fixtures import MovableClock, drain
 from tests.helpers import (
     JSON,
     api_headers,
@@ -58,6 +57,7 @@ async def test_an_unanswered_invite_expires_live_and_its_link_answers_410(
     smtp: ScriptedSmtp,
     db: Database,
     redis: Redis,
+    clock: MovableClock,
 ) -> None:
     public_id, path = await invited(client, settings, smtp)
     invite = await invite_row(db, public_id)
@@ -66,9 +66,8 @@ async def test_an_unanswered_invite_expires_live_and_its_link_answers_410(
     await pubsub.get_message(timeout=1)
     assert await sweep_once(settings, db, redis) == 0  # seven days have not passed
 
-    short = replace(settings, invite_ttl_seconds=1)
-    await asyncio.sleep(1.1)
-    assert await sweep_once(short, db, redis) == 1
+    clock.advance(settings.invite_ttl_seconds + 1)
+    assert await sweep_once(settings, db, redis) == 1
 
     woken = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
     await pubsub.aclose()
@@ -80,7 +79,7 @@ async def test_an_unanswered_invite_expires_live_and_its_link_answers_410(
     assert "Peça um novo convite" in page.text
     row = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
     assert row["mensagem"] == "O convite para ana@exemplo.com.br expirou sem resposta."
-    assert await sweep_once(short, db, redis) == 0  # once
+    assert await sweep_once(settings, db, redis) == 0  # once
 
 
 async def test_an_answered_invite_never_expires(
@@ -90,22 +89,27 @@ async def test_an_answered_invite_never_expires(
     smtp: ScriptedSmtp,
     db: Database,
     redis: Redis,
+    clock: MovableClock,
 ) -> None:
     public_id, path = await invited(client, settings, smtp)
     await press(anonymous_client, path, "aceitar")
-    await asyncio.sleep(1.1)
+    clock.advance(settings.invite_ttl_seconds + 1)
 
-    assert await sweep_once(replace(settings, invite_ttl_seconds=1), db, redis) == 0
+    assert await sweep_once(settings, db, redis) == 0
     assert (await invite_row(db, public_id)).status == Status.ACEITO
 
 
 async def test_a_link_older_than_the_ttl_answers_410_even_before_the_sweep(
-    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
 ) -> None:
     public_id, path = await invited(client, settings, smtp)
-    await asyncio.sleep(1.1)
+    clock.advance(settings.invite_ttl_seconds + 1)
 
-    async with client_for(replace(settings, invite_ttl_seconds=1)) as late:
+    async with client_for(settings) as late:
         page = await late.get(path)
         pressed = await late.post(f"{path}/aceitar", data={"csrf_token": await csrf_token(late)})
 
@@ -342,13 +346,13 @@ async def test_a_resent_invite_gets_a_full_period_from_its_new_link(
     smtp: ScriptedSmtp,
     db: Database,
     redis: Redis,
+    clock: MovableClock,
 ) -> None:
     """Expiry counts from the live link: a re-send whose attempt ends ``incerto`` is not
     expired by the next sweep because the first mail left long ago."""
     public_id, _ = await invited(client, settings, smtp)
-    short = replace(settings, invite_ttl_seconds=1)
-    await asyncio.sleep(1.1)
-    assert await sweep_once(short, db, redis) == 1
+    clock.advance(settings.invite_ttl_seconds + 1)
+    assert await sweep_once(settings, db, redis) == 1
     resent = await client.post(f"/convites/{public_id}/reenviar", headers=await api_headers(client))
     assert resent.status_code == 202
     claim = await transitions.claim_with_link(db, public_id, 2, 60)
@@ -358,22 +362,27 @@ async def test_a_resent_invite_gets_a_full_period_from_its_new_link(
         db, claim.change.invite, "A conexão caiu no meio do envio."
     )
 
-    assert await sweep_once(short, db, redis) == 0
+    assert await sweep_once(settings, db, redis) == 0
     assert (await invite_row(db, public_id)).status == Status.INCERTO
-    await asyncio.sleep(1.1)
-    assert await sweep_once(short, db, redis) == 1  # a full period later, it does
+    clock.advance(settings.invite_ttl_seconds + 1)
+    assert await sweep_once(settings, db, redis) == 1  # a full period later, it does
 
 
 async def test_an_invite_written_before_links_existed_never_expires(
-    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database, redis: Redis
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    redis: Redis,
+    clock: MovableClock,
 ) -> None:
     """An upgrade must not expire (and announce) every old enviado row at once."""
     public_id, _ = await invited(client, settings, smtp)
     async with db.write() as conn:
         await conn.execute(delete(invite_links_table))
-    await asyncio.sleep(1.1)
+    clock.advance(settings.invite_ttl_seconds + 1)
 
-    assert await sweep_once(replace(settings, invite_ttl_seconds=1), db, redis) == 0
+    assert await sweep_once(settings, db, redis) == 0
     assert (await invite_row(db, public_id)).status == Status.ENVIADO
 
 

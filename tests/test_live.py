@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.fixtures import BACKEND, SENDER, drain, process_env
 from tests.helpers import announce, invite_row, post_invite
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port, wait_for_port
 from tests.signing_in import sign_in
+from tests.waiting import eventually
 
 
 @dataclass
@@ -55,10 +55,16 @@ def web(web_process: Web) -> str:
     return web_process.url
 
 
-async def read_events(response: httpx.Response) -> AsyncIterator[Sse]:
+async def read_events(
+    response: httpx.Response, opened: asyncio.Event | None = None
+) -> AsyncIterator[Sse]:
+    """The named events of the stream; ``opened`` is set at the end of the server's first
+    block (its hello, sent once the stream is subscribed to its sender's wake-ups)."""
     fields: dict[str, list[str]] = {}
     async for line in response.aiter_lines():
         if line == "":
+            if opened is not None:
+                opened.set()
             if "event" in fields:
                 yield Sse(fields["event"][0], fields.get("id", [""])[0], "\n".join(fields["data"]))
             fields = {}
@@ -72,18 +78,23 @@ async def collect(
     until: int,
     seconds: float = 8.0,
     stop_at: str = "",
+    opened: asyncio.Event | None = None,
+    first_row: asyncio.Event | None = None,
     **kwargs: object,
 ) -> list[Sse]:
     """Open the stream and gather row events until ``until`` of them came, or one has the
-    status ``stop_at`` (or time runs out)."""
+    status ``stop_at`` (or time runs out); ``opened`` is set once the stream is subscribed,
+    ``first_row`` once a row came (a new stream's snapshot has been read)."""
     got: list[Sse] = []
 
     async def run() -> None:
         async with client.stream("GET", "/convites/eventos", **kwargs) as response:  # type: ignore[arg-type]
             assert response.headers["content-type"].startswith("text/event-stream")
-            async for event in read_events(response):
+            async for event in read_events(response, opened):
                 if event.event == "convite":
                     got.append(event)
+                    if first_row is not None:
+                        first_row.set()
                 if len(got) >= until or (stop_at and f'data-status="{stop_at}"' in event.data):
                     return
 
@@ -165,8 +176,9 @@ async def listen_after_newest(
     where: dict[str, Any] = (
         {"headers": {"Last-Event-ID": str(cursor)}} if header else {"params": {"depois": cursor}}
     )
-    listening = asyncio.create_task(collect(client, **collecting, **where))
-    await asyncio.sleep(0.5)  # connected and past its first read
+    opened = asyncio.Event()
+    listening = asyncio.create_task(collect(client, opened=opened, **collecting, **where))
+    await asyncio.wait_for(opened.wait(), 10)
     return cursor, listening
 
 
@@ -231,11 +243,11 @@ async def test_the_hub_listens_again_after_redis_restarts(
     assert statuses(events) == ["enviando"]
 
 
-async def _until_the_hub_listens(redis: Redis, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while await redis.pubsub_numpat() < 1:
-        assert time.monotonic() < deadline, "the hub did not subscribe again"
-        await asyncio.sleep(0.1)
+async def _until_the_hub_listens(redis: Redis) -> None:
+    async def subscribed() -> bool:
+        return await redis.pubsub_numpat() >= 1
+
+    await eventually(subscribed, what="the hub subscribes again")
 
 
 async def test_a_sender_cannot_open_more_streams_than_the_cap(
@@ -260,10 +272,12 @@ async def test_a_sender_cannot_open_more_streams_than_the_cap(
             assert int(refused.headers["retry-after"]) > 0
             assert "abas" in refused.json()["erro"]
 
-            # Closed streams give their slots back.
-            await asyncio.sleep(0.5)
-            async with client.stream("GET", "/convites/eventos") as again:
-                assert again.status_code == 200
+            # Closed streams give their slots back (once their generators have finished).
+            async def opens() -> bool:
+                async with client.stream("GET", "/convites/eventos") as again:
+                    return again.status_code == 200
+
+            await eventually(opens)
 
 
 async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_another(
@@ -278,10 +292,11 @@ async def test_a_change_posted_through_one_web_process_reaches_a_stream_on_anoth
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", cookies=on_a.cookies, timeout=10
             ) as on_b:
+                opened = asyncio.Event()
                 listening = asyncio.create_task(
-                    collect(on_a, until=5, seconds=20, stop_at="enviado")
+                    collect(on_a, until=5, seconds=20, stop_at="enviado", opened=opened)
                 )
-                await asyncio.sleep(0.5)
+                await asyncio.wait_for(opened.wait(), 10)
                 created = await post_invite(on_b, "outra-aba@exemplo.com")
                 await drain(settings)
                 events = await listening
@@ -372,11 +387,12 @@ async def test_the_hub_rings_for_an_event_that_commits_after_a_newer_id(
     hub = Hub(settings.redis_url, db, check_seconds=0.1, settle_seconds=5.0)
     await hub.start()
     try:
-        with hub.subscribe("ana") as for_ana:
+        with hub.subscribe("ana") as for_ana, hub.subscribe("bia") as for_bia:
             await _until_the_hub_listens(redis)
+            await for_bia.wait(0.01)  # the ring every stream gets when the hub subscribes
             newest = await queries.last_event_id(db)
             await _write_event(db, bia.id, "bia", newest + 1000)  # the newer id, first
-            await asyncio.sleep(0.4)  # checks have seen it
+            assert await for_bia.wait(10)  # unannounced: only a check rings it, so one saw it
             await for_ana.wait(0.01)
             await _write_event(db, ana.id, "ana", newest + 500)  # the older id, late
 
@@ -427,14 +443,11 @@ async def test_a_snapshot_stream_still_sends_a_lower_id_that_commits_late(
         async with db.write() as conn:  # the second invite's change, not yet committed
             await conn.execute(_event_row(two.id, sender, newest + 500))
             await _write_event(db, one.id, sender, newest + 1000)  # seen by the browser
+            snapshot_read = asyncio.Event()
             listening = asyncio.create_task(
-                collect(
-                    client,
-                    until=99,
-                    seconds=4,
-                )
+                collect(client, until=99, seconds=4, first_row=snapshot_read)
             )
-            await asyncio.sleep(1.0)  # resumed and past its first read
+            await asyncio.wait_for(snapshot_read.wait(), 10)
         await redis.publish(sender_channel(sender), str(newest + 500))
         events = await listening
 

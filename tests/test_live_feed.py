@@ -157,7 +157,7 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
         await started.wait()  # its statement ran (its snapshot is taken); it is still going
         claim = await transitions.claim_with_link(db, invite.public_id, 1, lease_seconds=60)
         late = asyncio.create_task(feed.changes("ana", _cursor(db)))  # same sender and cursor
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one turn of the loop: it asks (no await before it joins)
         release()
         early = await first
 

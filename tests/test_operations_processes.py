@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from tests.fixtures import SENDER, process_env
 from tests.helpers import sync_api_headers
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 from tests.signing_in import sign_in_sync
+from tests.waiting import until
 
 TOKEN = "token-de-operacao-bem-comprido"
 
@@ -27,17 +27,6 @@ def json_lines(process: AppProcess) -> list[dict[str, Any]]:
         if line.startswith("{"):
             lines.append(json.loads(line))
     return lines
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {check}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -74,8 +63,8 @@ def test_one_correlation_id_follows_an_invite_through_web_worker_and_email(
             )
         assert response.status_code == 202
         assert response.headers["x-request-id"] == "qa-trace-0001"
-        [message] = eventually(lambda: smtp.received)
-        eventually(lambda: "attempt finished" in worker.log())
+        [message] = until(lambda: smtp.received)
+        until(lambda: "attempt finished" in worker.log())
 
         worker_lines = [e for e in json_lines(worker) if e.get("correlation_id") == "qa-trace-0001"]
 
@@ -102,15 +91,15 @@ def test_a_stopped_worker_turns_saude_503_and_raises_the_alarm_until_it_is_back(
             sign_in_sync(http, smtp, SENDER)
             worker.stop()
         http.post("/convites", json={"email": "bia@exemplo.com"}, headers=sync_api_headers(http))
-    down = eventually(lambda: (r := httpx.get(f"{base}/saude")).status_code == 503 and r)
+    down = until(lambda: (r := httpx.get(f"{base}/saude")).status_code == 503 and r)
     assert [p["codigo"] for p in down.json()["problemas"]] == ["no_live_worker"]
-    [raised] = eventually(lambda: alarm(web_process, "no_live_worker", "raised"))
+    [raised] = until(lambda: alarm(web_process, "no_live_worker", "raised"))
     assert raised["level"] == "ERROR" and raised["process"] == "web"
 
     with running_worker(env, tmp_path / "worker-2.log"):
-        eventually(lambda: httpx.get(f"{base}/saude").status_code == 200)
-        eventually(lambda: alarm(web_process, "no_live_worker", "cleared"))
-        eventually(lambda: smtp.received)
+        until(lambda: httpx.get(f"{base}/saude").status_code == 200)
+        until(lambda: alarm(web_process, "no_live_worker", "cleared"))
+        until(lambda: smtp.received)
 
     assert len(alarm(web_process, "no_live_worker", "raised")) == 1
 
@@ -127,9 +116,7 @@ def test_the_operator_stream_sends_the_panel_and_counts_as_an_open_sse_connectio
         lines = stream.iter_lines()
         assert next(lines) == "event: painel"
         assert "estado-titulo" in next(lines)
-        gauge = eventually(
-            lambda: "convites_sse_connections 1.0" in httpx.get(f"{base}/metrics").text
-        )
+        gauge = until(lambda: "convites_sse_connections 1.0" in httpx.get(f"{base}/metrics").text)
         assert gauge
 
-    eventually(lambda: "convites_sse_connections 0.0" in httpx.get(f"{base}/metrics").text)
+    until(lambda: "convites_sse_connections 0.0" in httpx.get(f"{base}/metrics").text)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from app.sending.heartbeat import WORKERS, beat
 from app.sending.pause import current_pause, pause_sending, resume_sending
 from app.storage.database import Database
 from app.web.present import TEAM_PAUSED_NOTICE
-from tests.fixtures import drain, process_env
+from tests.fixtures import MovableClock, drain, process_env
 from tests.helpers import JSON, client_for, invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, ScriptedSmtp
 
@@ -77,10 +76,10 @@ async def test_a_paused_job_leaves_the_invite_pendente_and_sends_nothing(
 async def test_the_page_says_the_team_paused_sending(
     client: httpx.AsyncClient, db: Database, redis: Redis
 ) -> None:
-    # A worker is alive: the pause is the team's, not a crash.
-    await beat(redis, WORKERS, "worker-a")
-    await pause_sending(db, "teste")
-    await asyncio.sleep(1.1)  # the web's cached answer is at most a second old
+    await beat(
+        redis, WORKERS, "worker-a"
+    )  # a worker is alive: the pause is the team's, not a crash
+    await pause_sending(db, "teste")  # a page reads the pause afresh, not the streams' cache
 
     page = await client.get("/")
 
@@ -89,12 +88,12 @@ async def test_the_page_says_the_team_paused_sending(
 
 
 async def test_a_pending_invite_is_no_alarm_while_sending_is_paused(
-    settings: Settings, db: Database, redis: Redis, smtp: ScriptedSmtp
+    settings: Settings, db: Database, redis: Redis, smtp: ScriptedSmtp, clock: MovableClock
 ) -> None:
     async with client_for(replace(settings, alarm_pending_seconds=0.2), smtp=smtp) as browser:
         await post_invite(browser, "cris@exemplo.com")
         await pause_sending(db, "teste")
-        time.sleep(0.4)
+        clock.advance(0.4)
         await beat(redis, WORKERS, "worker-a")
         answer = await browser.get("/saude", headers=JSON)
     assert answer.status_code == 200

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -17,21 +16,20 @@ from app.storage.migrate import upgrade
 from tests.fixtures import SENDER, app_client, make_settings, process_env, short_lease_settings
 from tests.helpers import invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
+from tests.waiting import eventually
 
 
-async def _wait(condition: object, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+def _held(smtp: ScriptedSmtp) -> Callable[[], Awaitable[bool]]:
+    async def held() -> bool:
+        return smtp.held == 1
+
+    return held
 
 
 async def test_invites_wait_while_no_worker_runs_and_each_is_sent_once_when_one_starts(
     client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp, tmp_path: Path
 ) -> None:
     created = [await post_invite(client, f"fila{i}@exemplo.com") for i in range(3)]
-    await asyncio.sleep(1.0)
     for item in created:
         assert (await invite_row(db, item["id"])).status == Status.PENDENTE
 
@@ -90,7 +88,7 @@ async def test_a_worker_killed_mid_send_leaves_the_invite_incerto_and_never_rese
             smtp.stall()
             worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
             created = await post_invite(http, "morto@exemplo.com")
-            await _wait(lambda: smtp.data_started == 1)
+            await eventually(_held(smtp), what="the SMTP server holds the send in DATA")
             worker.kill()
         smtp.stall(False)  # the server got the whole message: it may well have left
 
@@ -118,7 +116,7 @@ async def test_a_graceful_stop_never_leaves_an_invite_enviando(
             worker = AppProcess.worker(process_env(settings), tmp_path / "w1.log").start()
             created = await post_invite(http, "parado@exemplo.com")
             await wait_for_status(database, created["id"], Status.ENVIANDO)
-            await asyncio.sleep(0.3)
+            await eventually(_held(smtp), what=f"the SMTP server holds the send at {stall_at}")
             assert worker.stop(timeout=15) == 0
         stopped = await invite_row(database, created["id"])
         assert stopped.status != Status.ENVIANDO

@@ -23,6 +23,7 @@ from app.storage.database import Database
 from tests.fixtures import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
 from tests.services import AppProcess, RedisServer, ScriptedSmtp
+from tests.waiting import eventually
 
 OUTAGE_SECONDS = 10
 
@@ -30,18 +31,6 @@ OUTAGE_SECONDS = 10
 @pytest.fixture
 def outage_settings(tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp) -> Settings:
     return short_lease_settings(tmp_path, own_redis.url, smtp.port)
-
-
-async def wait_until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()  # type: ignore[operator]
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_worker_rides_out_a_redis_outage_and_sends_what_came_meanwhile(
@@ -71,11 +60,11 @@ async def test_a_worker_rides_out_a_redis_outage_and_sends_what_came_meanwhile(
                     await wait_for_status(db, invite["id"], Status.ENVIADO, timeout=60)
             redis = Redis.from_url(own_redis.url)
             try:
-                await wait_until(
-                    lambda: alive(redis, WORKERS, settings.worker_heartbeat_seconds),
-                    30,
-                    "the worker's heartbeat after the outage",
-                )
+
+                async def beating() -> bool:
+                    return bool(await alive(redis, WORKERS, settings.worker_heartbeat_seconds))
+
+                await eventually(beating, 30, "the worker's heartbeat after the outage")
             finally:
                 await redis.aclose()
             assert worker.stop() == 0, worker.describe()
@@ -126,9 +115,8 @@ async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
                 smtp.stall(False)  # the send ends; arq cannot record the job's end in Redis
                 await wait_for_status(db, created["id"], Status.ENVIADO, timeout=30)
             await asyncio.sleep(1)
-            started = time.monotonic()
-            assert worker.stop(timeout=40) == 0, worker.describe()
-            assert time.monotonic() - started < 20, worker.describe()
+            # Well inside the grace: a stop that waited it out would raise here.
+            assert worker.stop(timeout=30) == 0, worker.describe()
     finally:
         await db.dispose()
 
@@ -140,7 +128,7 @@ async def test_stopping_just_as_a_job_started_exits_cleanly(settings: Settings) 
     options = worker_options(settings)
     worker = Worker(**options, handle_signals=False)
     running = asyncio.create_task(worker.async_run())
-    await wait_until(lambda: "worker_id" in worker.ctx, 30, "the start-up")
+    await eventually(lambda: _now("worker_id" in worker.ctx), 30, "the start-up")
     started = asyncio.create_task(asyncio.sleep(30))  # a job's task, not yet in our code
     worker.tasks["convite:x:1:1"] = started
 
@@ -160,11 +148,15 @@ async def test_stopping_just_as_a_job_started_exits_cleanly(settings: Settings) 
 async def _heartbeat_of(redis_url: str, worker_id: str, timeout: float) -> None:
     redis = Redis.from_url(redis_url)
     try:
-        await wait_until(
+        await eventually(
             lambda: _beats(redis, worker_id), timeout, f"a heartbeat of {worker_id} in Redis"
         )
     finally:
         await redis.aclose()
+
+
+async def _now(value: bool) -> bool:
+    return value
 
 
 async def _beats(redis: Redis, worker_id: str) -> bool:
@@ -208,9 +200,9 @@ async def test_a_worker_that_loses_redis_while_starting_waits_and_then_sends(
     running = asyncio.create_task(supervisor.run())
     db = Database(settings.database_url)
     try:
-        await wait_until(lambda: supervisor.down_since is not None, 60, "the outage")
+        await eventually(lambda: _now(supervisor.down_since is not None), 60, "the outage")
         await asyncio.to_thread(own_redis.start)
-        await wait_until(lambda: starts == 2 or running.done(), 60, "a second start")
+        await eventually(lambda: _now(starts == 2 or running.done()), 60, "a second start")
         assert not running.done(), running.exception()
         async with client_for(settings, smtp=smtp) as browser:
             created = await post_invite(browser, "depois@exemplo.com")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from sqlalchemy import select, update
 from app.accounts.store import account_by_email
 from app.clock import utcnow
 from app.config import Settings
-from app.invites.records import SIGNIN_MAIL
+from app.invites.records import SIGNIN_MAIL, Invite
 from app.invites.status import Status
 from app.ratelimit import client_network
 from app.storage.database import Database
@@ -32,6 +31,7 @@ from tests.helpers import (
 )
 from tests.services import AppProcess, ScriptedSmtp
 from tests.signing_in import link_in, sign_in
+from tests.waiting import eventually
 
 
 async def ask_for_link(http: httpx.AsyncClient, email: str) -> httpx.Response:
@@ -402,15 +402,17 @@ async def test_past_the_hourly_budget_sends_wait_as_pendente_and_saude_says_so(
         env = process_env(settings, SENDS_PER_HOUR="2")
         with AppProcess.worker(env, tmp_path / "worker.log"):
             # The worker runs both jobs at once: either may take the last send of the hour.
-            deadline = time.monotonic() + 20
-            while True:
+            rows: list[Invite] = []
+            deferred: list[Invite] = []
+
+            async def one_sent_one_deferred() -> bool:
+                nonlocal rows, deferred
                 rows = [await invite_row(db, public_id) for public_id in ids]
-                statuses = sorted(row.status for row in rows)
                 deferred = [row for row in rows if "por hora" in (row.error or "")]
-                if statuses == [Status.ENVIADO, Status.PENDENTE] and deferred:
-                    break
-                assert time.monotonic() < deadline, f"not one sent and one deferred: {rows}"
-                await asyncio.sleep(0.05)
+                statuses = sorted(row.status for row in rows)
+                return statuses == [Status.ENVIADO, Status.PENDENTE] and bool(deferred)
+
+            await eventually(one_sent_one_deferred, what=lambda: f"one sent, one deferred: {rows}")
             health = await http.get("/saude")
 
     [sent] = [row for row in rows if row.status == Status.ENVIADO]

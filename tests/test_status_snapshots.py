@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.sending.heartbeat import WORKERS, beat
+from tests.fixtures import MovableClock
 from tests.helpers import JSON, client_for, post_invite
 from tests.services import ScriptedSmtp
 
@@ -33,13 +34,13 @@ async def test_saude_and_metrics_are_served_from_a_snapshot_not_one_scan_per_req
 
 
 async def test_a_snapshot_is_renewed_once_it_is_older_than_its_age(
-    settings: Settings, redis: Redis, smtp: ScriptedSmtp
+    settings: Settings, redis: Redis, smtp: ScriptedSmtp, clock: MovableClock
 ) -> None:
     await beat(redis, WORKERS, "worker-a")
-    async with client_for(replace(settings, status_snapshot_seconds=0.5), smtp=smtp) as browser:
+    async with client_for(settings, smtp=smtp) as browser:
         await browser.get("/saude", headers=JSON)
         await post_invite(browser, "ana@exemplo.com")
-        await asyncio.sleep(1.0)
+        clock.advance(settings.status_snapshot_seconds)
         renewed = (await browser.get("/saude", headers=JSON)).json()
 
     assert renewed["por_status"]["pendente"] == 1

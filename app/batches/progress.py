@@ -8,9 +8,9 @@ the page script speaks a key once (``static/app.js``). A stream sends progress a
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
+from app import clock
 from app.invites.status import Status
 
 #: Still to be decided: while any invite is here, the batch is not finished.
@@ -81,14 +81,14 @@ class Throttle:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.last = time.monotonic()
+        self.last = clock.monotonic()
 
     def ready(self) -> bool:
-        return time.monotonic() - self.last >= self.seconds
+        return clock.monotonic() - self.last >= self.seconds
 
     def wait(self) -> float:
         """Seconds until the next sentence may go out."""
-        return max(0.0, self.last + self.seconds - time.monotonic())
+        return max(0.0, self.last + self.seconds - clock.monotonic())
 
     def spoke(self) -> None:
-        self.last = time.monotonic()
+        self.last = clock.monotonic()

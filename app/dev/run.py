@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from app import clock
 from app.config import VAR_DIR, load_settings
 from app.dev.supervisor import Supervisor
 from app.storage.migrate import upgrade
@@ -32,8 +33,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     """Until ``port`` answers; a child that exits fails at once, a slow machine gets a minute."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = clock.monotonic() + timeout
+    while clock.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
         try:

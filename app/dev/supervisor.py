@@ -14,9 +14,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import TextIO
+
+from app import clock
 
 STOP_TIMEOUT = 30.0
 FIRST_BACKOFF_SECONDS = 1.0
@@ -69,7 +70,7 @@ class Supervisor:
         # A child of our own process group gets the terminal's Ctrl-C too; we still stop each
         # one explicitly so none outlives us when we are stopped by SIGTERM.
         child.process = subprocess.Popen(child.args, env=child.env)  # noqa: S603 (our own argv)
-        child.started_at = time.monotonic()
+        child.started_at = clock.monotonic()
         child.stopped = False
         child.restart_at = None
         return child.process
@@ -87,7 +88,7 @@ class Supervisor:
 
     def check(self) -> None:
         """Notice exits and start whatever is due; call it often (it never blocks)."""
-        now = time.monotonic()
+        now = clock.monotonic()
         for child in self.children.values():
             if child.restart_at is not None and now >= child.restart_at:
                 child.restarts += 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
@@ -18,6 +17,7 @@ import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from app import clock
 from app.invites import queries
 from app.live.settle import SETTLE_SECONDS, TrailingFloor
 from app.live.wakeups import CHANNEL_PREFIX
@@ -179,7 +179,7 @@ class Hub:
         floor = None if start_floor is None else self._floor(start_floor)
         while not self.closed:
             await asyncio.sleep(self.check_seconds)
-            started = time.monotonic()
+            started = clock.monotonic()
             try:
                 if floor is None:  # the database was away at start: anything may be missed
                     floor = self._floor(await self._bounded_read(queries.last_event_id(self.db)))

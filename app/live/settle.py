@@ -13,11 +13,11 @@ SQLite has one writer at a time, so its ids are final at once (``exact``).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from app import clock
 from app.clock import utcnow
 from app.invites import queries
 from app.invites.queries import EventMark
@@ -92,7 +92,7 @@ class TrailingFloor:
         self.settle_seconds = settle_seconds
         self._seen: deque[tuple[float, int]] = deque()  # (read finished, newest id it saw)
         self._previous_start: float | None = None
-        self._catch_up_at = None if exact else time.monotonic() + settle_seconds
+        self._catch_up_at = None if exact else clock.monotonic() + settle_seconds
 
     def before_read(self) -> int:
         """The floor for the read about to start."""
@@ -101,7 +101,7 @@ class TrailingFloor:
         return self.value
 
     def after_read(self, started: float, newest: int | None) -> None:
-        self._seen.append((time.monotonic(), max(newest or 0, self.value)))
+        self._seen.append((clock.monotonic(), max(newest or 0, self.value)))
         self._previous_start = started
 
     def catch_up_due(self, started: float) -> bool:

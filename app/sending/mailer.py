@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 
 import aiosmtplib
 
+from app import clock
 from app.config import SmtpSettings
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class Mailer:
                     await self._envelope(client, message)
                 progress.data_started = True
                 await self._data(client, message)
-                self._idle.append(_Idle(client, time.monotonic()))
+                self._idle.append(_Idle(client, clock.monotonic()))
         except TimeoutError:
             if client is not None:
                 client.close()
@@ -178,7 +178,7 @@ class Mailer:
         """MAIL/RCPT on a kept connection; ``None`` when there is none alive to use."""
         while self._idle:
             kept = self._idle.pop()
-            if not kept.client.is_connected or time.monotonic() - kept.since > self.IDLE_SECONDS:
+            if not kept.client.is_connected or clock.monotonic() - kept.since > self.IDLE_SECONDS:
                 kept.client.close()
                 continue
             try:

@@ -21,13 +21,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from arq.worker import Worker
 from redis.asyncio import Redis
 
+from app import clock
 from app.config import Settings, load_settings
 from app.logs import configure_logging
 from app.sending.worker import OUTAGE_ERRORS, process_worker_options
@@ -135,7 +135,7 @@ class Supervisor:
 
     def _lost(self, exc: BaseException) -> None:
         if self.down_since is None:
-            self.down_since = time.monotonic()
+            self.down_since = clock.monotonic()
             log.error(
                 "redis unavailable; the worker waits for it and claims nothing meanwhile",
                 extra={"error": repr(exc)},
@@ -143,7 +143,7 @@ class Supervisor:
 
     def _back(self) -> None:
         if self.down_since is not None:
-            seconds = round(time.monotonic() - self.down_since, 1)
+            seconds = round(clock.monotonic() - self.down_since, 1)
             self.down_since = None
             log.warning("redis available again; the worker resumes", extra={"seconds": seconds})
 

@@ -15,7 +15,6 @@ import functools
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
@@ -30,7 +29,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from app import ratelimit
+from app import clock, ratelimit
 from app.accounts import signin
 from app.clock import utcnow
 from app.config import Settings, load_settings
@@ -260,9 +259,9 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         await _record(ctx, deferred)
         return "deferred"
     log.info("sending", extra={"invite": public_id, "attempt": attempt})
-    progress, started = SendProgress(), time.monotonic()
+    progress, started = SendProgress(), clock.monotonic()
     outcome = await _deliver(ctx, claimed.invite, won.link, progress)
-    took = time.monotonic() - started
+    took = clock.monotonic() - started
     # What follows needs Redis; the verdict is already in the database.
     await _record(ctx, outcome)
     await ctx["observations"].observe(SEND_DURATION, took)

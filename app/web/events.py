@@ -15,7 +15,6 @@ hub's ``server_stopping`` event, which rings every stream so each ends and compl
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -26,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from app import clock
 from app.clock import utcnow
 from app.config import Settings
 from app.invites import queries
@@ -93,8 +93,8 @@ class Stream:
         self.cursor = StreamCursor(cursor, exact=self.db.is_sqlite)
         self.slot: StreamSlots | None = None
         # Streams end after STREAM_MAX_SECONDS; the browser resumes with Last-Event-ID.
-        self.ends_at = time.monotonic() + lifetime_seconds(self.settings)
-        self.slot_refreshed = time.monotonic()
+        self.ends_at = clock.monotonic() + lifetime_seconds(self.settings)
+        self.slot_refreshed = clock.monotonic()
         self.paused_check: SendingNotice = request.state.paused
         self.paused: str | None = ""  # "": nothing sent yet
 
@@ -130,12 +130,12 @@ class Stream:
 
     @property
     def ending(self) -> bool:
-        return self.hub.streams_ending or time.monotonic() >= self.ends_at
+        return self.hub.streams_ending or clock.monotonic() >= self.ends_at
 
     def period(self) -> float:
         """How long the stream may rest: until the paused notice is due again or its end,
         whichever comes first."""
-        now = time.monotonic()
+        now = clock.monotonic()
         return max(0.0, min(self.settings.worker_heartbeat_seconds, self.ends_at - now))
 
     async def rest(self, wakeup: Wakeup) -> bool:
@@ -180,7 +180,7 @@ class Stream:
 
     async def keep_slot(self) -> None:
         """Tell the per-sender stream cap that this stream is still open."""
-        now = time.monotonic()
+        now = clock.monotonic()
         if self.slot is not None and now - self.slot_refreshed > SLOT_REFRESH_SECONDS:
             await self.slot.refresh()
             self.slot_refreshed = now
