@@ -15,7 +15,7 @@ from app.config import Settings
 from app.invites import transitions
 from app.invites.records import SIGNIN_MAIL
 from app.invites.status import Status
-from app.sending import worker
+from app.sending import attempt, worker
 from app.sending.mailer import SendProgress
 from app.storage.database import Database
 from app.storage.tables import invite_links, invites
@@ -107,7 +107,7 @@ async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_giv
         assert claimed is not None
         clock.advance(lease * 0.6)  # stalled (on Redis, say) until less than half the lease is left
 
-        outcome = await worker._deliver(ctx, claimed.change.invite, claimed.link, SendProgress())
+        outcome = await attempt._deliver(ctx, claimed.change.invite, claimed.link, SendProgress())
 
         assert outcome is not None and outcome.invite.status == Status.PENDENTE
         assert smtp.received == []
@@ -115,7 +115,7 @@ async def test_a_claim_that_stalled_past_half_its_lease_sends_nothing_and_is_giv
 
         again = await transitions.claim_with_link(db, created["id"], 1, lease)
         assert again is not None  # the same attempt, claimed afresh, goes out
-        sent = await worker._deliver(ctx, again.change.invite, again.link, SendProgress())
+        sent = await attempt._deliver(ctx, again.change.invite, again.link, SendProgress())
         assert sent is not None and sent.invite.status == Status.ENVIADO
         assert len(smtp.received) == 1 and again.link is not None
         assert again.link in smtp.received[0].message.get_body(("plain",)).get_content()

@@ -18,7 +18,9 @@ from datetime import timedelta
 
 from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.clock import utcnow
 from app.invites.records import Change, OutboxEntry
@@ -26,6 +28,15 @@ from app.sending.outbox import mark_published, outbox_entry_of, unpublished_outb
 from app.storage.database import Database
 
 log = logging.getLogger(__name__)
+
+#: What "Redis is not there" looks like from redis-py and the socket below it.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ConnectionError,
+    OSError,
+    asyncio.TimeoutError,
+)
 
 SEND_FUNCTION = "send_invite"
 LIVE_JOB_STATUSES = (JobStatus.queued, JobStatus.deferred, JobStatus.in_progress)

@@ -30,7 +30,8 @@ from redis.asyncio import Redis
 from app import clock
 from app.config import Settings, load_settings
 from app.logs import configure_logging
-from app.sending.worker import OUTAGE_ERRORS, process_worker_options
+from app.sending.queue import OUTAGE_ERRORS
+from app.sending.worker import process_worker_options
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
-"""The arq worker: claim, send, record the verdict; and the reconciliation sweep.
+"""The arq worker's settings: its jobs (``send_invite``, the reconciliation cron), the clients
+its start-up hands them through ``ctx``, and its heartbeat.
 
 Start it with ``python -m app worker`` (``app.sending.supervise``: stock arq workers kept
 running across Redis outages), or ``arq app.sending.worker.WorkerSettings`` (the plain arq CLI,
 which exits when Redis goes away).
-Jobs carry ids, not rows: the row in the database is the only truth about an invite.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
-from datetime import timedelta
 from typing import Any, cast
 
 from arq import cron, func
@@ -29,158 +28,28 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from app import clock, ratelimit
-from app.accounts import signin
-from app.clock import utcnow
 from app.config import Settings, load_settings
-from app.invites import queries, transitions
-from app.invites.records import SIGNIN_MAIL, Change, Invite
-from app.invites.status import Status
 from app.live.wakeups import Announcer
-from app.logs import configure_logging, correlation_id
+from app.logs import configure_logging
 from app.ops.heap import collector_tuned_for_serving
-from app.ops.metrics import ACCEPTED_TO_SENT, SEND_DURATION, Observations
+from app.ops.metrics import Observations
+from app.sending.attempt import send_invite
 from app.sending.heartbeat import WORKERS, beat, forget
 from app.sending.mailer import (
     Mailer,
-    PermanentSendError,
-    SendProgress,
-    TransientSendError,
-    UnknownOutcomeError,
 )
-from app.sending.messages import build_message
 from app.sending.pause import pause_flag
 from app.sending.queue import (
+    OUTAGE_ERRORS,
     SEND_FUNCTION,
     SWEEP_TIMEOUT_SECONDS,
     Publisher,
     send_timeout_seconds,
 )
-from app.sending.sweep import LEASE_EXPIRED_REASON
 from app.sending.sweep import reconcile as sweep
 from app.storage.database import Database
 
 log = logging.getLogger("app.sending.worker")
-
-#: What "Redis is not there" looks like from redis-py and the socket below it.
-OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    ConnectionError,
-    OSError,
-    asyncio.TimeoutError,
-)
-
-STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será retomado."
-HOURLY_BUDGET_SPENT = (
-    "O limite de envios por hora do Convites foi atingido; seu convite sai quando ele renovar."
-)
-
-
-async def _record(ctx: dict[str, Any], change: Change | None) -> None:
-    """Wake the sender's pages; enqueue the next attempt if the transition asked for one."""
-    await ctx["announcer"].announce(change)
-    await ctx["publisher"].publish_or_leave([change])
-
-
-async def _after_transient(
-    ctx: dict[str, Any], invite: Invite, error: TransientSendError
-) -> Change | None:
-    settings: Settings = ctx["settings"]
-    tries_this_round = invite.attempt - invite.round_first_attempt + 1
-    if tries_this_round >= settings.max_attempts:
-        reason = f"Não foi possível enviar depois de {tries_this_round} tentativas. {error.reason}"
-        return await transitions.mark_failed(ctx["db"], invite, reason, exhausted=True)
-    return await transitions.schedule_retry(
-        ctx["db"], invite, error.reason, settings.backoff_for(tries_this_round)
-    )
-
-
-async def _stop_safely(ctx: dict[str, Any], invite: Invite, progress: SendProgress) -> None:
-    """The worker is stopping mid-send: never leave the row in ``enviando``."""
-    if progress.data_started:
-        change = await transitions.mark_uncertain(ctx["db"], invite, LEASE_EXPIRED_REASON)
-    else:
-        change = await transitions.release_claim(ctx["db"], invite, STOPPED_BEFORE_SENDING)
-    await _record(ctx, change)
-
-
-class TooLateToSend(Exception):
-    """Less than half of this claim's lease is left (the job stalled after its claim, on Redis):
-    the SMTP conversation could outlive the lease, and once the lease is over the sweep gives
-    the row to someone else. Nothing has left: the claim is given back."""
-
-
-def _lease_leaves_time(invite: Invite, lease_seconds: float) -> bool:
-    """Whether this claim keeps its lease for the whole send (cut at half the lease). Only the
-    sweep takes an ``enviando`` row away, and only once its lease is over; no cancel, answer or
-    bounce touches one. Clocks of different machines may differ by less than half a lease."""
-    if invite.lease_expires_at is None:
-        return False
-    return invite.lease_expires_at - utcnow() >= timedelta(seconds=lease_seconds / 2)
-
-
-async def _send_timed(
-    ctx: dict[str, Any], invite: Invite, link: str | None, progress: SendProgress
-) -> None:
-    settings: Settings = ctx["settings"]
-    if not _lease_leaves_time(invite, settings.sending_lease_seconds):
-        raise TooLateToSend
-    # The mail's link is durable before the mail leaves: an invitation's was issued with its
-    # claim (replacing older ones); a sign-in mail's is made now.
-    if invite.kind == SIGNIN_MAIL:
-        token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
-    else:
-        token = link
-    await ctx["mailer"].send(
-        build_message(settings, invite, token),
-        progress,
-        deadline=ctx["settings"].sending_lease_seconds / 2,
-    )
-
-
-async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
-    if change is None or change.invite.status != Status.ENVIADO or change.invite.sent_at is None:
-        return
-    started = await queries.round_started_at(ctx["db"], change.invite)
-    latency = (change.invite.sent_at - started).total_seconds()
-    await ctx["observations"].observe(ACCEPTED_TO_SENT, max(0.0, latency))
-
-
-async def _deliver(
-    ctx: dict[str, Any], invite: Invite, link: str | None, progress: SendProgress
-) -> Change | None:
-    """Send, then record the verdict in the database; nothing here needs Redis, so a verdict
-    is never lost to an outage."""
-    try:
-        await _send_timed(ctx, invite, link, progress)
-    except TooLateToSend:
-        log.warning("claim too old to send; given back", extra={"invite": invite.public_id})
-        return await transitions.release_claim(ctx["db"], invite, STOPPED_BEFORE_SENDING)
-    except TransientSendError as exc:
-        log.warning(
-            "transient send failure", extra={"invite": invite.public_id, "error": exc.reason}
-        )
-        return await _after_transient(ctx, invite, exc)
-    except PermanentSendError as exc:
-        log.warning(
-            "permanent send failure", extra={"invite": invite.public_id, "error": exc.reason}
-        )
-        return await transitions.mark_failed(ctx["db"], invite, exc.reason)
-    except UnknownOutcomeError as exc:
-        log.error("send outcome unknown", extra={"invite": invite.public_id, "error": exc.reason})
-        return await transitions.mark_uncertain(ctx["db"], invite, exc.reason)
-    except asyncio.CancelledError:
-        await asyncio.shield(_stop_safely(ctx, invite, progress))
-        raise
-    except Exception:
-        log.exception("unexpected error while sending", extra={"invite": invite.public_id})
-        if progress.data_started:
-            return await transitions.mark_uncertain(ctx["db"], invite, LEASE_EXPIRED_REASON)
-        return await transitions.mark_failed(
-            ctx["db"], invite, "Erro interno ao preparar o envio. Tente de novo em instantes."
-        )
-    return await transitions.mark_sent(ctx["db"], invite)
 
 
 class RunningJobs:
@@ -217,58 +86,6 @@ def tracked(job: Callable[..., Awaitable[Any]]) -> WorkerCoroutine:
             return await job(ctx, *args)
 
     return cast(WorkerCoroutine, run)
-
-
-async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correlation: str) -> str:
-    """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
-    correlation_id.set(correlation)
-    settings: Settings = ctx["settings"]
-    if await ctx["pause"]() is not None:
-        # Paused by the team (app.sending.pause): the row stays pendente; the sweep enqueues it
-        # again once sending resumes.
-        log.info("sending paused; job left for later", extra={"invite": public_id})
-        return "paused"
-    won = await transitions.claim_with_link(
-        ctx["db"], public_id, attempt, settings.sending_lease_seconds
-    )
-    if won is None:
-        # A redelivered job, or an attempt that another job already ran: nothing to do.
-        log.info("claim lost; duplicate delivery", extra={"invite": public_id, "attempt": attempt})
-        return "duplicate"
-    claimed = won.change
-    await ctx["announcer"].announce(claimed)
-    try:
-        spent = await ratelimit.take(ctx["redis"], [ratelimit.global_send_limit(settings)])
-    except OUTAGE_ERRORS:
-        # Redis went away between the claim and the send: nothing left, so the claim is given
-        # back at once rather than left to expire as incerto.
-        log.warning(
-            "redis unavailable before sending; claim given back", extra={"invite": public_id}
-        )
-        released = await transitions.release_claim(
-            ctx["db"], claimed.invite, STOPPED_BEFORE_SENDING
-        )
-        await _record(ctx, released)
-        return "released"
-    if spent is not None:
-        # Nothing refused, nothing lost: the row waits as pendente until the window renews.
-        log.warning("hourly send budget spent; attempt deferred", extra={"invite": public_id})
-        deferred = await transitions.release_claim(
-            ctx["db"], claimed.invite, HOURLY_BUDGET_SPENT, due_in=spent.retry_after
-        )
-        await _record(ctx, deferred)
-        return "deferred"
-    log.info("sending", extra={"invite": public_id, "attempt": attempt})
-    progress, started = SendProgress(), clock.monotonic()
-    outcome = await _deliver(ctx, claimed.invite, won.link, progress)
-    took = clock.monotonic() - started
-    # What follows needs Redis; the verdict is already in the database.
-    await _record(ctx, outcome)
-    await ctx["observations"].observe(SEND_DURATION, took)
-    await _observe_sent(ctx, outcome)
-    status = outcome.invite.status.value if outcome else "lost"
-    log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
-    return status
 
 
 async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
