@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 from arq.connections import ArqRedis
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -35,7 +35,7 @@ from app.ops.heap import collector_tuned_for_serving
 from app.ops.metrics import SseConnections
 from app.sending.pause import SendingNotice
 from app.sending.queue import Publisher
-from app.storage.database import Database
+from app.storage.database import Database, unavailable
 from app.ttl_cache import TtlCache
 from app.web import health, summary
 from app.web.common import error_response, signed_in_account
@@ -210,9 +210,11 @@ async def _client_gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=400)
 
 
-async def _database_unavailable(request: Request, exc: Exception) -> Response:
-    # The database restarted or cannot be reached: nothing was written (the transaction rolled
-    # back), and the same request will work in a moment.
+async def _database_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, DBAPIError) or not unavailable(exc):
+        return await _server_error(request, exc)
+    # Nothing was written (the transaction rolled back), and the same request will work in a
+    # moment.
     response = await _server_error(request, exc, status=503)
     response.headers["Retry-After"] = "5"
     return response
@@ -281,8 +283,7 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
         exception_handlers={
             HTTPException: _http_error,
             ClientDisconnect: _client_gone,
-            OperationalError: _database_unavailable,
-            InterfaceError: _database_unavailable,
+            DBAPIError: _database_error,
             Exception: _server_error,
         },
     )

@@ -136,18 +136,24 @@ class PostgresServer:
         self._run(
             "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"
         )
-        options = (
-            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300"
-        )
-        self._run(
-            "pg_ctl", "-D", str(data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
-        )
+        self.start_server()
 
     def restart(self) -> None:
         """Stop the server (every connection is cut) and start it again on the same data."""
         data = str(self.folder / "data")
         self._run("pg_ctl", "-D", data, "-m", "fast", "-w", "restart")
+
+    def stop_server(self) -> None:
+        """Stop the server, keeping its data (``start_server`` brings it back)."""
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+
+    def start_server(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300"
+        )
+        data, log = str(self.folder / "data"), str(self.folder / "log")
+        self._run("pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "start")
 
     def create_database(self, name: str) -> str:
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)

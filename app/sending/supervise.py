@@ -86,6 +86,9 @@ class Supervisor:
 
     async def close(self, worker: Worker) -> None:
         """arq's ``close``, finished by hand where arq's stops half-way."""
+        # A job that arq's stop cancelled is still putting its row back safely (released, or
+        # incerto once bytes left); arq's close() would cancel it again and close its database.
+        await _jobs_done(worker)
         try:
             await worker.close()
         except asyncio.CancelledError:
@@ -109,9 +112,7 @@ class Supervisor:
     async def _after_outage(self, worker: Worker) -> None:
         """The sends this worker started only need the database: let them finish and record
         their verdict before its clients are closed."""
-        running = worker.ctx.get("running")
-        if running is not None:
-            await running.wait_idle()
+        await _jobs_done(worker)
         await self._shut_down(worker)
 
     async def _wait_for_redis(self) -> bool:
@@ -164,6 +165,12 @@ class Supervisor:
                 if not self.stopping.is_set():
                     worker.allow_pick_jobs = not paused
             await asyncio.sleep(PAUSE_CHECK_SECONDS)
+
+
+async def _jobs_done(worker: Worker) -> None:
+    running = worker.ctx.get("running")
+    if running is not None:
+        await running.wait_idle()
 
 
 def use_uvloop() -> None:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.batching import Batcher, Groups
@@ -100,6 +101,22 @@ class Database:
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()
+
+
+#: SQLite's words for "the file cannot be used now" (as opposed to a statement that failed).
+_SQLITE_UNAVAILABLE = ("database is locked", "unable to open database file", "disk i/o error")
+
+
+def unavailable(exc: DBAPIError) -> bool:
+    """Whether ``exc`` says the database cannot be reached or used right now (a restart, a
+    shutdown, a lost connection, a lock held too long), so the same request may work in a
+    moment; a failed statement (a missing table, a broken constraint) is not that."""
+    if exc.connection_invalidated or isinstance(exc, InterfaceError):
+        return True
+    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
+    if sqlstate:  # PostgreSQL: connection exception (08), operator intervention (57)
+        return sqlstate.startswith(("08", "57"))
+    return str(exc.orig).lower().startswith(_SQLITE_UNAVAILABLE)
 
 
 def _run_groups(conn: Connection, groups: Groups) -> list[Sequence[Any]]:
