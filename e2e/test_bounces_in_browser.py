@@ -45,10 +45,10 @@ def receiver(running_stack: Stack) -> Iterator[int]:
 
 def bounce(stack: Stack, port: int, public_id: str, email: str, attempt: int = 1) -> None:
     """The recipient's server (Postfix) reports "no such user" for this attempt."""
-    return_path = stack.settings.return_path
-    raw = bounce_message("postfix.eml", public_id, email, attempt, return_path)
+    verp = verp_address(stack.settings, public_id, attempt)
+    raw = bounce_message("postfix.eml", public_id, email, attempt, verp)
     with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
-        client.sendmail("", [verp_address(return_path, public_id)], raw)
+        client.sendmail("", [verp], raw)
 
 
 def test_a_bounce_turns_the_row_devolvido_live_said_once_then_corrigir_e_reenviar_sends_it(

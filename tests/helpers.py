@@ -13,6 +13,7 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
+from app.bounces.addresses import bounce_address
 from app.config import Settings
 from app.invites.queries import invite_history
 from app.invites.records import INVITE, Change, Invite, record_from
@@ -146,23 +147,26 @@ async def client_for(
 BOUNCE_SAMPLES = Path(__file__).resolve().parent / "data" / "bounces"
 
 
-def bounce_sample(name: str, invite: Invite, return_path: str, attempt: int | None = None) -> bytes:
-    """A sample from ``tests/data/bounces/`` pointed at ``invite``: its address, its VERP
-    envelope sender, its Message-ID and DSN envelope id (of ``attempt``, default its own)."""
+def bounce_sample(
+    name: str, invite: Invite, settings: Settings, attempt: int | None = None
+) -> bytes:
+    """A sample from ``tests/data/bounces/`` pointed at ``invite``: its address, the signed
+    return path, Message-ID and DSN envelope id of ``attempt`` (default its own)."""
     attempt = invite.attempt if attempt is None else attempt
-    return bounce_message(name, invite.public_id, invite.email, attempt, return_path)
+    verp = verp_address(settings, invite.public_id, attempt)
+    return bounce_message(name, invite.public_id, invite.email, attempt, verp)
 
 
-def verp_address(return_path: str, public_id: str) -> str:
-    local, _, domain = return_path.rpartition("@")
-    return f"{local}+{public_id}@{domain}"
+def verp_address(settings: Settings, public_id: str, attempt: int = 1) -> str:
+    """The signed return path the worker puts on that attempt's mail."""
+    return bounce_address(settings.return_path, settings.secret_key, public_id, attempt)
 
 
-def bounce_message(name: str, public_id: str, email: str, attempt: int, return_path: str) -> bytes:
+def bounce_message(name: str, public_id: str, email: str, attempt: int, verp: str) -> bytes:
     """``bounce_sample`` for an invite known only by its id and address (browser tests)."""
     tokens = {
         "{{email}}": email,
-        "{{verp}}": verp_address(return_path, public_id),
+        "{{verp}}": verp,
         "{{message_id}}": f"<{public_id}.{attempt}@localhost>",
         "{{envid}}": f"{public_id}.{attempt}",
     }

@@ -22,6 +22,7 @@ from tests.helpers import (
     post_invite,
     send_bounce,
     statuses,
+    verp_address,
 )
 from tests.services import ScriptedSmtp
 
@@ -34,9 +35,8 @@ async def bounced(
     await drain(settings)
     invite = await invite_row(db, created["id"])
     assert invite.status == Status.ENVIADO
-    local, _, domain = settings.return_path.rpartition("@")
-    raw = bounce_sample("gmail.eml", invite, settings.return_path)
-    await send_bounce(port, raw, f"{local}+{invite.public_id}@{domain}")
+    raw = bounce_sample("gmail.eml", invite, settings)
+    await send_bounce(port, raw, verp_address(settings, invite.public_id))
     assert (await invite_row(db, invite.public_id)).status == Status.DEVOLVIDO
     return created
 
@@ -51,9 +51,8 @@ async def test_the_bounce_wakes_the_senders_page(
     await pubsub.subscribe(sender_channel(invite.sender_id))
     await pubsub.get_message(timeout=1)  # the subscription itself
 
-    local, _, domain = settings.return_path.rpartition("@")
-    raw = bounce_sample("postfix.eml", invite, settings.return_path)
-    await send_bounce(bounce_port, raw, f"{local}+{invite.public_id}@{domain}")
+    raw = bounce_sample("postfix.eml", invite, settings)
+    await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
 
     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
     await pubsub.aclose()

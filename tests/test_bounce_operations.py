@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import aiosmtplib
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
@@ -14,15 +16,22 @@ from app.invites.records import Invite
 from app.sending.heartbeat import BOUNCE_RECEIVERS, beat
 from app.storage.database import Database
 from tests.fixtures import drain
-from tests.helpers import JSON, bounce_sample, client_for, invite_row, post_invite, send_bounce
+from tests.helpers import (
+    JSON,
+    bounce_sample,
+    client_for,
+    invite_row,
+    post_invite,
+    send_bounce,
+    verp_address,
+)
 
 TOKEN = "token-de-operacao-bem-comprido"
 
 
 async def bounce(settings: Settings, port: int, invite: Invite, sample: str) -> None:
-    local, _, domain = settings.return_path.rpartition("@")
-    raw = bounce_sample(sample, invite, settings.return_path)
-    await send_bounce(port, raw, f"{local}+{invite.public_id}@{domain}")
+    raw = bounce_sample(sample, invite, settings)
+    await send_bounce(port, raw, verp_address(settings, invite.public_id))
 
 
 async def two_bounced(
@@ -95,3 +104,21 @@ async def test_operacao_lists_the_devolvido_invites_by_reason(
     assert group["quantidade"] == 1
     assert "a caixa não existe (5.1.1)" in group["motivo"]
     assert "Devolvidos por motivo" in page and "ana@exemplo.con" in page
+
+
+async def test_metrics_count_refused_bounces_by_reason(
+    client: httpx.AsyncClient, settings: Settings, db: Database, bounce_port: int
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com")
+    await drain(settings)
+    invite = await invite_row(db, created["id"])
+    forged = verp_address(settings, invite.public_id, invite.attempt + 1)  # not yet issued
+    raw = bounce_sample("gmail.eml", invite, settings)
+    for to in (forged, "postmaster@convites.exemplo"):
+        with pytest.raises(aiosmtplib.SMTPRecipientsRefused):
+            await send_bounce(bounce_port, raw, to)
+
+    text = (await client.get("/metrics")).text
+
+    assert 'convites_bounces_refused_total{reason="unknown_invite"} 1.0' in text
+    assert 'convites_bounces_refused_total{reason="not_ours"} 1.0' in text

@@ -32,9 +32,9 @@ async def test_the_receiver_process_records_a_bounce_and_stops_cleanly(
     receiver = AppProcess.bounces(process_env(settings), tmp_path / "bounces.log").start()
     try:
         await asyncio.to_thread(wait_for_port, port, 30)
-        raw = bounce_sample("microsoft.eml", invite, settings.return_path)
+        raw = bounce_sample("microsoft.eml", invite, settings)
 
-        await send_bounce(port, raw, verp_address(settings.return_path, invite.public_id))
+        await send_bounce(port, raw, verp_address(settings, invite.public_id))
 
         await wait_for_status(db, invite.public_id, Status.DEVOLVIDO)
         assert await redis.zcard(BOUNCE_RECEIVERS) == 1

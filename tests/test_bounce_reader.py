@@ -10,11 +10,11 @@ from app.bounces.reasons import bounce_reason
 from tests.helpers import bounce_message
 
 PUBLIC_ID = "AAAAAAAAAAAAAAAA"
-RETURN_PATH = "devolucoes@convites.exemplo"
+VERP = "devolucoes+aaaaaaaaaaaaaaaaaaaa-1-aaaaaaaaaaaaaaaa@convites.exemplo"
 
 
 def sample(name: str, email: str = "ana@exemplo.com") -> bytes:
-    return bounce_message(name, PUBLIC_ID, email, 1, RETURN_PATH)
+    return bounce_message(name, PUBLIC_ID, email, 1, VERP)
 
 
 def test_a_non_standard_bounce_for_someone_else_is_unreadable_not_a_failure() -> None:

@@ -1,5 +1,5 @@
-"""The sending side of bounces: every message leaves with a VERP envelope sender, and asks for
-failure and delay reports (RFC 3461) where the server offers DSN."""
+"""The sending side of bounces: every message leaves with a signed VERP envelope sender, and
+asks for failure and delay reports (RFC 3461) where the server offers DSN."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.bounces.addresses import bounce_address, public_id_of
+from app.bounces.addresses import Forged, ReturnPath, bounce_address, read_address
 from app.config import ConfigError, Settings, load_settings
 from app.invites.records import Invite
 from app.invites.status import Status
@@ -43,13 +43,21 @@ async def send(settings: Settings, invite: Invite) -> None:
     await mailer.close()
 
 
-async def test_the_envelope_sender_is_the_verp_address_of_the_invite(
+async def test_the_envelope_sender_is_the_signed_return_path_of_the_attempt(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:
     await send(settings, an_invite())
 
     [received] = smtp.received
-    assert received.mail_from == f"devolucoes+{PUBLIC_ID}@convites.exemplo"
+    assert received.mail_from == bounce_address(
+        settings.return_path, settings.secret_key, PUBLIC_ID, 2
+    )
+    assert read_address(settings.return_path, settings.secret_key, received.mail_from) == (
+        ReturnPath(PUBLIC_ID, 2)
+    )
+    # Nothing the recipient reads carries the tag.
+    tag = received.mail_from.partition("@")[0].rpartition("-")[2]
+    assert tag.encode() not in received.message.as_bytes()
     assert received.message["Message-ID"] == f"<{PUBLIC_ID}.2@localhost>"  # unchanged
     assert received.mail_options == [] and received.rcpt_options == []  # no DSN offered
 
@@ -62,20 +70,58 @@ async def test_where_the_server_offers_dsn_it_asks_for_failures_and_delays(
     await send(settings, an_invite())
 
     [received] = dsn_smtp.received
-    assert received.mail_from == f"devolucoes+{PUBLIC_ID}@convites.exemplo"
+    assert received.mail_from.startswith("devolucoes+")
     assert received.mail_options == ["RET=HDRS", f"ENVID={PUBLIC_ID}.2"]
     assert received.rcpt_options == ["NOTIFY=FAILURE,DELAY", "ORCPT=rfc822;ana+2Bfesta@exemplo.com"]
 
 
-def test_a_verp_address_names_its_invite_and_nothing_else_does() -> None:
-    address = bounce_address("devolucoes@convites.exemplo", PUBLIC_ID)
+RETURN_PATH = "devolucoes@convites.exemplo"
+KEY = "k" * 32
 
-    assert public_id_of("devolucoes@convites.exemplo", address) == PUBLIC_ID
-    assert public_id_of("devolucoes@convites.exemplo", "devolucoes@convites.exemplo") is None
-    assert (
-        public_id_of("devolucoes@convites.exemplo", "outra+" + PUBLIC_ID + "@convites.exemplo")
-        is None
-    )
+
+def test_a_signed_return_path_names_its_invite_and_attempt_in_lower_case() -> None:
+    address = bounce_address(RETURN_PATH, KEY, PUBLIC_ID, 3)
+    local, _, domain = address.partition("@")
+
+    assert domain == "convites.exemplo"
+    assert local.startswith("devolucoes+") and local == local.lower() and len(local) <= 64
+    assert PUBLIC_ID not in address  # the id itself is case-sensitive: base32 instead
+    assert read_address(RETURN_PATH, KEY, address) == ReturnPath(PUBLIC_ID, 3)
+    # A mail system that folds the case of the address still returns a readable one.
+    assert read_address(RETURN_PATH, KEY, f"<{address.upper()}>") == ReturnPath(PUBLIC_ID, 3)
+
+
+@pytest.mark.parametrize(
+    "recipient",
+    [
+        "devolucoes@convites.exemplo",
+        "outra+{ext}@convites.exemplo",
+        "devolucoes+{ext}@outro.exemplo",
+        f"devolucoes+{PUBLIC_ID}@convites.exemplo",  # the unsigned address of before
+    ],
+)
+def test_an_address_not_in_the_shape_of_ours_is_not_ours(recipient: str) -> None:
+    ext = bounce_address(RETURN_PATH, KEY, PUBLIC_ID, 1).partition("+")[2].partition("@")[0]
+
+    assert read_address(RETURN_PATH, KEY, recipient.format(ext=ext)) is None
+
+
+def test_a_tag_is_good_for_its_own_invite_and_attempt_and_key_only() -> None:
+    address = bounce_address(RETURN_PATH, KEY, PUBLIC_ID, 1)
+    encoded_id, _, tag = address.partition("+")[2].partition("@")[0].split("-")
+    other = bounce_address(RETURN_PATH, KEY, "Zz9_-x9KqLmN0pQr", 1)
+    other_id = other.partition("+")[2].split("-")[0]
+
+    forgeries = [
+        f"devolucoes+{encoded_id}-2-{tag}@convites.exemplo",  # another attempt
+        f"devolucoes+{other_id}-1-{tag}@convites.exemplo",  # another invite
+        f"devolucoes+{encoded_id}-1-{'a' * 16}@convites.exemplo",  # a made-up tag
+    ]
+    for forged in forgeries:
+        with pytest.raises(Forged):
+            read_address(RETURN_PATH, KEY, forged)
+    with pytest.raises(Forged):
+        read_address(RETURN_PATH, "another-key-" + KEY, address)
 
 
 def test_xtext_encodes_plus_equals_and_spaces() -> None:

@@ -31,6 +31,7 @@ from tests.helpers import (
     post_invite,
     send_bounce,
     statuses,
+    verp_address,
 )
 from tests.services import ScriptedSmtp
 
@@ -244,9 +245,8 @@ async def test_a_devolvido_invite_whose_link_is_opened_is_accepted(
     """A click proves the mail arrived: the bounce was wrong (or about another copy)."""
     public_id, path = await invited(client, settings, smtp)
     invite = await invite_row(db, public_id)
-    local, _, domain = settings.return_path.rpartition("@")
-    raw = bounce_sample("gmail.eml", invite, settings.return_path)
-    await send_bounce(bounce_port, raw, f"{local}+{public_id}@{domain}")
+    raw = bounce_sample("gmail.eml", invite, settings)
+    await send_bounce(bounce_port, raw, verp_address(settings, public_id))
     assert (await invite_row(db, public_id)).status == Status.DEVOLVIDO
 
     assert (await press(anonymous_client, path, "aceitar")).status_code == 303

@@ -1,6 +1,6 @@
 """Bounces: a 250 is not a delivery either.
 
-Every message leaves with a VERP envelope sender (``addresses``); whatever receives the bounces
+Every message leaves with a signed VERP envelope sender (``addresses``); whatever receives bounces
 (the SMTP ``receiver`` by default, or a provider's webhook) hands the raw message to
 ``store.receive``, which keeps it, reads it (``reader``: RFC 3464 with the ``email`` package,
 ``flufl.bounce`` for the rest) and records what it says (``enviado | incerto → devolvido``,

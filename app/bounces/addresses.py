@@ -1,34 +1,94 @@
-"""VERP: the envelope sender names its invite, so a bounce needs no guessing.
+"""Signed VERP: the envelope sender names one attempt of one invite, and only we can write it.
 
 ``RETURN_PATH=devolucoes@convites.example`` →
-``MAIL FROM:<devolucoes+{public_id}@convites.example>``.
+``MAIL FROM:<devolucoes+{invite}-{attempt}-{tag}@convites.example>``, where ``invite`` is the
+public id in base32 and ``tag`` is an HMAC-SHA256 keyed with ``SECRET_KEY`` over the
+public id and the attempt, cut to 80 bits, in base32. The public id and the attempt are in the
+mail's own headers (``X-Convite-ID``, ``Message-ID``); the tag is not derivable from them, so
+whoever reads (or is forwarded) a mail cannot write the return path of another invite or attempt.
+
+Everything after the ``+`` is lower-case letters and digits: a mail system that folds the case
+of the local part, as some do, still returns an address we can read.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
 import re
+from dataclasses import dataclass
 
-#: Public ids are ``secrets.token_urlsafe(12)``: 16 URL-safe characters.
-_PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{16}")
+# Public ids are ``secrets.token_urlsafe(12)``: 16 URL-safe characters, 26 in base32.
+_PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{1,24}")
+_EXTENSION = re.compile(
+    r"(?P<id>[a-z2-7]{2,39})-(?P<attempt>[1-9][0-9]{0,8})-(?P<tag>[a-z2-7]{16})"
+)
+_TAG_BYTES = 10
 
 
-def bounce_address(return_path: str, public_id: str) -> str:
-    """The envelope sender of one invite's messages."""
+class Forged(ValueError):
+    """A recipient in the shape of our return paths whose tag we did not write."""
+
+
+@dataclass(frozen=True)
+class ReturnPath:
+    """What a signed return path names: the invite and the attempt whose mail bounced."""
+
+    public_id: str
+    attempt: int
+
+
+def _base32(data: bytes) -> str:
+    return base64.b32encode(data).decode("ascii").rstrip("=").lower()
+
+
+def _tag(secret_key: str, public_id: str, attempt: int) -> str:
+    # A purpose prefix keeps this MAC apart from every other use of SECRET_KEY.
+    signed = f"convites-devolucao\0{public_id}\0{attempt}".encode()
+    digest = hmac.new(secret_key.encode(), signed, hashlib.sha256).digest()
+    return _base32(digest[:_TAG_BYTES])
+
+
+def _encoded_id(public_id: str) -> str:
+    return _base32(public_id.encode("ascii"))
+
+
+def _decoded_id(encoded: str) -> str | None:
+    try:
+        text = base64.b32decode(encoded.upper() + "=" * (-len(encoded) % 8)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    # One invite, one spelling of its address: base32 leaves spare bits in the last letter.
+    return text if _PUBLIC_ID.fullmatch(text) and _encoded_id(text) == encoded else None
+
+
+def bounce_address(return_path: str, secret_key: str, public_id: str, attempt: int) -> str:
+    """The envelope sender of one attempt's mail."""
+    if not _PUBLIC_ID.fullmatch(public_id) or attempt < 1:
+        raise ValueError(f"no return path for {public_id!r}, attempt {attempt}")
     local, _, domain = return_path.rpartition("@")
-    return f"{local}+{public_id}@{domain}"
+    tag = _tag(secret_key, public_id, attempt)
+    return f"{local}+{_encoded_id(public_id)}-{attempt}-{tag}@{domain}"
 
 
-def public_id_of(return_path: str, recipient: str) -> str | None:
-    """The invite a bounce was sent back for, or ``None`` when ``recipient`` is not one of
-    our VERP addresses (the receiver answers 550 to those)."""
+def read_address(return_path: str, secret_key: str, recipient: str) -> ReturnPath | None:
+    """The invite and attempt ``recipient`` was issued for; ``None`` when it is not in the shape
+    of our return paths. Raises ``Forged`` when it is, but its tag is not ours."""
     local, _, domain = return_path.rpartition("@")
     got_local, at, got_domain = recipient.strip().strip("<>").rpartition("@")
     if not at or got_domain.lower() != domain.lower():
         return None
-    base, plus, public_id = got_local.partition("+")
-    if not plus or base.lower() != local.lower() or not _PUBLIC_ID.fullmatch(public_id):
+    base, plus, extension = got_local.partition("+")
+    found = _EXTENSION.fullmatch(extension.lower()) if plus else None
+    public_id = _decoded_id(found["id"]) if found else None
+    if base.lower() != local.lower() or found is None or public_id is None:
         return None
-    return public_id
+    attempt = int(found["attempt"])
+    if not hmac.compare_digest(_tag(secret_key, public_id, attempt), found["tag"]):
+        raise Forged(recipient)
+    return ReturnPath(public_id, attempt)
 
 
 def envelope_id(public_id: str, attempt: int) -> str:

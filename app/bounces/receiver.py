@@ -1,10 +1,28 @@
 """``python -m app bounces``: the SMTP server bounces come back to (aiosmtpd, ``BOUNCE_LISTEN``).
 
-It accepts mail only for the VERP addresses of ``RETURN_PATH`` (anything else: 550) and hands
-each message to ``app.bounces.store.receive``. A bounce it cannot record right now (the
-database is down) is written to a spool folder and refused with a 451, so the sending server
-tries again: never lost, never a crash. While it runs it beats in Redis, so ``/saude`` can tell
-a receiver that died from one that was never started.
+It takes mail only for return paths it issued and that still matter, decided at RCPT time,
+before a byte of the message is read:
+- the address must be one of ``RETURN_PATH``'s signed VERP addresses (``app.bounces.addresses``)
+  with a tag we wrote: anything else is a 550;
+- it must name an invite we have, at its current attempt, in a state a bounce can change
+  (``enviado | incerto``): a return path of an earlier attempt, or of an invite that has since
+  been answered, corrected, cancelled or already devolvido, is a 550 (a mail server never
+  bounces a bounce, so refusing one loses nothing that could still change the invite). An
+  invite still ``enviando`` for that attempt gets a 451: its worker has not recorded the 250
+  yet, and the sending server will try again;
+- one bounce address per message: a bounce is about one of our messages, and each of those has
+  its own return path. Any further recipient gets a 452 (RFC 5321 4.5.3.1.10: the client sends
+  it in another message), and past ``MAX_RECIPIENTS`` RCPT commands every one does. So a
+  message is stored once and read once;
+- at most ``MAX_BOUNCE_BYTES``: aiosmtpd refuses a larger ``SIZE=`` at MAIL FROM with a 552, and a
+  DATA that runs past it with a 552 at its end, keeping none of it.
+Every refusal is counted (``convites_bounces_refused_total``) and logged, never with the
+address's tag.
+
+Each message is handed to ``app.bounces.store.receive``. A bounce it cannot record right now
+(the database is down) is written to a spool folder and refused with a 451, so the sending
+server tries again: never lost, never a crash. While it runs it beats in Redis, so ``/saude``
+can tell a receiver that died from one that was never started.
 """
 
 from __future__ import annotations
@@ -17,49 +35,146 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr
+from weakref import WeakKeyDictionary
 
-from aiosmtpd.smtp import SMTP
+from aiosmtpd.smtp import SMTP, Envelope
 from redis.asyncio import Redis
 
-from app.bounces.addresses import public_id_of
-from app.bounces.store import receive
+from app.bounces.addresses import Forged, ReturnPath, read_address
+from app.bounces.store import invite_of, receive
 from app.config import VAR_DIR, Settings
+from app.invites.status import BOUNCEABLE, Status
 from app.live.wakeups import Announcer
+from app.ops.metrics import count_refused_bounce
 from app.sending.heartbeat import BOUNCE_RECEIVER_SECONDS, BOUNCE_RECEIVERS, beat, forget
 from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
-MAX_BOUNCE_BYTES = 10 * 1024 * 1024
+#: A report of one of our messages (a few KB, the original's headers or the whole of it) with
+#: room for a verbose server's HTML; anything larger is no bounce of ours.
+MAX_BOUNCE_BYTES = 256 * 1024
+#: RCPT commands one message may carry, accepted or refused.
+MAX_RECIPIENTS = 10
+
+
+class Refusal(StrEnum):
+    """Why the receiver refused (the ``reason`` of ``convites_bounces_refused_total``)."""
+
+    NOT_OURS = "not_ours"  # not a VERP address of RETURN_PATH
+    FORGED = "forged"  # the shape of one, with a tag we did not write
+    UNKNOWN_INVITE = "unknown_invite"  # signed, but no such invite
+    STALE_ATTEMPT = "stale_attempt"  # the invite has been sent again since
+    SETTLED = "settled"  # the invite is in a state no bounce can change
+    NOT_YET = "not_yet"  # enviando: the 250 is not recorded yet (451, tried again)
+    TOO_MANY_RECIPIENTS = "too_many_recipients"  # a second bounce address, or past the cap
+    OVERSIZE = "oversize"  # over MAX_BOUNCE_BYTES (552)
 
 
 class BounceHandler:
-    """aiosmtpd handler: VERP recipients only; each message recorded before the 250."""
+    """aiosmtpd handler: signed return paths that still matter; each message recorded once,
+    before the 250."""
 
-    def __init__(self, db: Database, announcer: Announcer, return_path: str, spool: Path) -> None:
+    def __init__(
+        self,
+        db: Database,
+        redis: Redis,
+        announcer: Announcer,
+        settings: Settings,
+        spool: Path,
+    ) -> None:
         self.db = db
+        self.redis = redis
         self.announcer = announcer
-        self.return_path = return_path
+        self.return_path = settings.return_path
+        self.secret_key = settings.secret_key
         self.spool = spool
+        self._rcpt_commands: WeakKeyDictionary[Envelope, int] = WeakKeyDictionary()
+
+    async def refuse(self, reason: Refusal, reply: str, peer: Any, **extra: object) -> str:
+        """Count and log one refusal; the reply for the client."""
+        await count_refused_bounce(self.redis, reason.value)
+        log.info(
+            "refused a bounce",
+            extra={"reason": reason.value, "peer": str(peer), "reply": reply[:3], **extra},
+        )
+        return reply
 
     async def handle_RCPT(
-        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
+        self, server: Any, session: Any, envelope: Envelope, address: str, options: list[str]
     ) -> str:
-        if public_id_of(self.return_path, address) is None:
-            log.info("refused a recipient that is no bounce address", extra={"recipient": address})
-            return "550 5.1.1 No such mailbox: this server only takes bounces of Convites"
+        seen = self._rcpt_commands.get(envelope, 0) + 1
+        self._rcpt_commands[envelope] = seen
+        too_many = "452 4.5.3 Too many recipients: one bounce address per message"
+        if seen > MAX_RECIPIENTS:
+            return await self.refuse(Refusal.TOO_MANY_RECIPIENTS, too_many, session.peer)
+        try:
+            target = read_address(self.return_path, self.secret_key, address)
+        except Forged:
+            return await self.refuse(
+                Refusal.FORGED, "550 5.7.1 This return path was not issued here", session.peer
+            )
+        if target is None:
+            return await self.refuse(
+                Refusal.NOT_OURS,
+                "550 5.1.1 No such mailbox: this server only takes bounces of Convites",
+                session.peer,
+            )
+        if envelope.rcpt_tos:
+            return await self.refuse(Refusal.TOO_MANY_RECIPIENTS, too_many, session.peer)
+        refused = await self._check(target, session.peer)
+        if refused is not None:
+            return refused
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         return "250 2.1.5 OK"
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        raw: bytes = envelope.original_content or envelope.content
+    async def _check(self, target: ReturnPath, peer: Any) -> str | None:
+        """The refusal for a signed return path that no longer matters (``None``: take it)."""
+        named = {"invite": target.public_id, "attempt": target.attempt}
         try:
-            for recipient in envelope.rcpt_tos:
-                received = await receive(self.db, raw, recipient, self.return_path)
-                await self.announcer.announce(received.change)
+            invite = await invite_of(self.db, target.public_id)
+        except Exception as exc:  # a 5xx here would lose a real bounce: ask for it again
+            log.warning("could not check a bounce address", extra={**named, "error": repr(exc)})
+            return "451 4.3.0 Could not check this address now; please try again later"
+        if invite is None or target.attempt > invite.attempt:
+            return await self.refuse(
+                Refusal.UNKNOWN_INVITE, "550 5.1.1 No such invite", peer, **named
+            )
+        if target.attempt < invite.attempt:
+            return await self.refuse(
+                Refusal.STALE_ATTEMPT,
+                "550 5.1.1 This invite has been sent again since; this bounce changes nothing",
+                peer,
+                **named,
+            )
+        if invite.status == Status.ENVIANDO:
+            return await self.refuse(
+                Refusal.NOT_YET,
+                "451 4.3.0 Not ready for this bounce; try again later",
+                peer,
+                **named,
+            )
+        if invite.status not in BOUNCEABLE:
+            return await self.refuse(
+                Refusal.SETTLED,
+                "550 5.1.1 This invite is past what a bounce can change",
+                peer,
+                **named,
+            )
+        return None
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        [recipient] = envelope.rcpt_tos  # handle_RCPT takes one
+        target = read_address(self.return_path, self.secret_key, recipient)
+        assert target is not None
+        try:
+            received = await receive(self.db, raw, recipient, target)
+            await self.announcer.announce(received.change)
         except Exception:
             path = self._spool(raw)
             log.exception(
@@ -74,6 +189,22 @@ class BounceHandler:
         path = self.spool / f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.eml"
         path.write_bytes(raw)
         return path
+
+
+class BounceSMTP(SMTP):
+    """aiosmtpd's server, counting the 552s it answers on its own for ``data_size_limit``: a
+    ``SIZE=`` over it at MAIL FROM, or a DATA that ran past it (those never reach a hook)."""
+
+    def __init__(self, handler: BounceHandler, **options: Any) -> None:
+        super().__init__(handler, data_size_limit=MAX_BOUNCE_BYTES, **options)
+        self.bounce_handler = handler
+
+    async def push(self, status: AnyStr) -> None:
+        text = status.decode("ascii", "replace") if isinstance(status, bytes) else status
+        if text.startswith("552"):
+            peer = self.session.peer if self.session else None
+            await self.bounce_handler.refuse(Refusal.OVERSIZE, text, peer)
+        await super().push(status)
 
 
 async def _beat_forever(redis: Redis, receiver_id: str) -> None:
@@ -94,16 +225,11 @@ async def bounce_receiver(settings: Settings, spool: Path | None = None) -> Asyn
     db = Database(settings.database_url)
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=2)
     announcer = Announcer(redis)
-    handler = BounceHandler(db, announcer, settings.return_path, spool or VAR_DIR / "bounces-spool")
+    handler = BounceHandler(db, redis, announcer, settings, spool or VAR_DIR / "bounces-spool")
     host, port = settings.bounce_listen
     greeting_name = socket.getfqdn()  # once: a DNS lookup per connection would stall the loop
     server = await asyncio.get_running_loop().create_server(
-        lambda: SMTP(
-            handler,
-            data_size_limit=MAX_BOUNCE_BYTES,
-            hostname=greeting_name,
-            ident="Convites bounce receiver",
-        ),
+        lambda: BounceSMTP(handler, hostname=greeting_name, ident="Convites bounce receiver"),
         host,
         port,
     )

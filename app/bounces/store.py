@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.bounces.addresses import public_id_of
+from app.bounces.addresses import ReturnPath
 from app.bounces.reader import BounceKind, Verdict, read_bounce
 from app.bounces.reasons import bounce_reason
 from app.clock import utcnow
@@ -53,9 +53,8 @@ class Received:
     change: Change | None = None
 
 
-async def _invite(db: Database, public_id: str | None) -> Invite | None:
-    if public_id is None:
-        return None
+async def invite_of(db: Database, public_id: str) -> Invite | None:
+    """The invite a return path names (``None``: no such invite)."""
     async with db.read() as conn:
         row = (await conn.execute(select(invites).where(invites.c.public_id == public_id))).first()
     return record_from(Invite, row) if row else None
@@ -110,11 +109,15 @@ def _values(
     }
 
 
-async def receive(db: Database, raw: bytes, recipient: str, return_path: str) -> Received:
-    """Keep ``raw`` (a bounce sent back to the VERP address ``recipient``) and record it."""
-    public_id = public_id_of(return_path, recipient)
-    invite = await _invite(db, public_id)
+async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath) -> Received:
+    """Keep ``raw`` (a bounce sent back to ``recipient``, the signed return path ``address``)
+    and record it: one row, one reading, for one message."""
+    public_id = address.public_id
+    invite = await invite_of(db, public_id)
     verdict = read_bounce(raw, public_id, invite.email if invite else None)
+    # The signed return path names the attempt; what the message quotes (ENVID, Message-ID)
+    # could come from any copy of any attempt's mail.
+    verdict = replace(verdict, attempt=address.attempt)
     # The fingerprint is per envelope recipient: the one message may bounce two invites.
     verdict = _with_key(verdict, recipient)
     values = _values(raw, recipient, public_id, invite, verdict)

@@ -7,6 +7,8 @@ Nothing that matters lives in one process's memory:
   summary, read at scrape time from the database and Redis;
 - the two histograms (send duration, accepted→sent latency) are observed by the workers into
   Redis hashes (``HINCRBY`` per bucket), so every worker adds to one shared histogram;
+- bounces the receiver refused at SMTP time (forged, unknown, too many recipients, too big)
+  leave no row: each receiver adds them to one Redis hash (``HINCRBY`` per reason);
 - open SSE connections: each web process keeps its own count and writes it to a Redis hash
   with a timestamp (``SseConnections.publish``); the scrape sums the fresh entries, so a web
   process that died stops counting after ``3 × ALARM_CHECK_SECONDS``.
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SSE_KEY = "convites:sse:connections"
+BOUNCES_REFUSED_KEY = "convites:metrics:bounces_refused"
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,20 @@ async def _observe_all(
     return [None] * len(observations)
 
 
+async def count_refused_bounce(redis: Redis, reason: str) -> None:
+    """One recipient or message the bounce receiver refused. An outage costs the count, never
+    the refusal."""
+    try:
+        await _done(redis.hincrby(BOUNCES_REFUSED_KEY, reason, 1))
+    except Exception as exc:
+        log.warning("could not count a refused bounce", extra={"error": repr(exc)})
+
+
+async def refused_bounces(redis: Redis) -> dict[str, int]:
+    raw = await _done(redis.hgetall(BOUNCES_REFUSED_KEY))
+    return {_text(reason): int(count) for reason, count in raw.items()}
+
+
 class SseConnections:
     """Open SSE connections of this web process, published to Redis for ``/metrics``.
 
@@ -198,6 +215,7 @@ class Snapshot:
     failed: dict[str, int] | None = None
     histograms: dict[str, tuple[list[tuple[str, float]], float]] | None = None
     sse_connections: int | None = None
+    bounces_refused: dict[str, int] | None = None  # reason → refused at SMTP time
     bounces: dict[tuple[str, str], int] | None = None  # (class, outcome) → bounces kept
     endings: dict[str, int] | None = None  # aceito/recusado/expirado/cancelado → events
 
@@ -245,7 +263,9 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
 async def redis_counters(redis: Redis, snapshot: Snapshot, sse_stale_after: float) -> None:
     histograms = {h.name: await h.read(redis) for h in HISTOGRAMS}
     sse_connections = await open_sse_connections(redis, sse_stale_after)
+    bounces_refused = await refused_bounces(redis)
     snapshot.histograms, snapshot.sse_connections = histograms, sse_connections
+    snapshot.bounces_refused = bounces_refused
 
 
 class SnapshotCollector(Collector):
@@ -313,6 +333,17 @@ class SnapshotCollector(Collector):
             for status, count in sorted((snap.endings or {}).items()):
                 endings.add_metric([status], count)
             yield endings
+        if snap.bounces_refused is not None:
+            refused = CounterMetricFamily(
+                "convites_bounces_refused",
+                "Recipients and messages the bounce receiver refused at SMTP time, by reason "
+                "(not_ours, forged, unknown_invite, stale_attempt, settled, not_yet, "
+                "too_many_recipients, oversize).",
+                labels=["reason"],
+            )
+            for reason, count in sorted(snap.bounces_refused.items()):
+                refused.add_metric([reason], count)
+            yield refused
         if snap.sse_connections is not None:
             yield _gauge(
                 "convites_sse_connections",

@@ -60,7 +60,7 @@ class OutgoingMail:
 
     recipient: str
     content: bytes
-    envelope_from: str  # VERP: a bounce names its invite (app.bounces.addresses)
+    envelope_from: str  # signed VERP: a bounce names its attempt (app.bounces.addresses)
     envelope_id: str = ""  # DSN ENVID (RFC 3461), where the server offers DSN
 
 

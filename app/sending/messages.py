@@ -58,7 +58,9 @@ def compose(
     return OutgoingMail(
         invite.email,
         message.as_bytes(),
-        envelope_from=bounce_address(settings.return_path, invite.public_id),
+        envelope_from=bounce_address(
+            settings.return_path, settings.secret_key, invite.public_id, invite.attempt
+        ),
         envelope_id=envelope_id(invite.public_id, invite.attempt),
     )
 
