@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from app.oncall.commands import reconcile_once
 from playwright.sync_api import BrowserContext, Page, expect
 
 from app.config import load_settings
+from app.ops.commands import reconcile_once
 from e2e.conftest import Stack
 from e2e.spoken import polite, read_through, spoken
 from e2e.test_live_pages import (
