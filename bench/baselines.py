@@ -194,4 +194,13 @@ def section(results: dict[str, Any]) -> list[str]:
         f"| accepted→`enviado` p50, paced (lower is better) | {_f(theirs_p50, 1)} ms "
         f"| {_f(ours_p50, 1)} ms | {ratio(ours_p50, theirs_p50)} |",
         "",
+        _floor(ours_accept, theirs_accept, 2.0, "accept"),
+        _floor(ours_send, theirs_send, 25.0, "drain"),
+        "",
     ]
+
+
+def _floor(ours: float | None, theirs: float, floor: float, what: str) -> str:
+    times = ours / theirs if ours and theirs else 0.0
+    met = "met" if times >= floor else "missed"
+    return f"- **target {met}** — {what}: {times:.1f}× the naive build (floor: ≥ {floor:g}×)"

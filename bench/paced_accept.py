@@ -130,7 +130,6 @@ async def _at_rate(one: Any, first: int, seconds: float) -> int:
 def section(data: dict[str, Any]) -> list[str]:
     ok = data["statuses"].get("202", 0)
     kept_pace = data["sent"] >= 0.9 * data["rate"] * data["seconds"]
-    met = data["p99_ms"] < 25 and ok == data["sent"] and kept_pace
     return [
         f"## 8. Accept paced at {data['rate']:,.0f} requests/s (JSON, every guard on)",
         "",
@@ -140,9 +139,9 @@ def section(data: dict[str, Any]) -> list[str]:
         f"| p50 / p99 / max | {data['p50_ms']:,.1f} / {data['p99_ms']:,.1f} / "
         f"{data['max_ms']:,.1f} ms |",
         "",
-        f"- **target {'met' if met else 'missed'}** — paced accept p99 {data['p99_ms']:,.1f} ms "
-        "(goal < 25 ms)"
-        + ("" if kept_pace else "; the client could not keep the pace (a starved bench process)")
-        + ("" if met else '. Why: see "Where each target stands" below'),
+        f"- paced accept p99 {data['p99_ms']:,.1f} ms (an absolute time: reported without a "
+        "target)"
+        + ("" if ok == data["sent"] else f"; {data['sent'] - ok:,} requests not answered 202")
+        + ("" if kept_pace else "; the client could not keep the pace (a starved bench process)"),
         "",
     ]
