@@ -94,6 +94,9 @@ def _read_apart(source: Source, bounds: Bounds) -> list[Row]:
     began = time.monotonic()
     try:
         child.start()
+    except BaseException:
+        receiver.close()
+        raise
     finally:
         sender.close()  # the child holds its own end: EOF here means it is gone
     try:
