@@ -119,6 +119,7 @@ class Settings:
     batch_max_rows: int = 1000
     batch_max_bytes: int = 2 * 1024 * 1024
     batch_announce_seconds: float = 10.0
+    batch_reviews_per_minute: int = 10
     allowed_hosts: tuple[str, ...] = ()
     invite_ttl_seconds: int = 7 * 24 * 3600
     trusted_proxies: tuple[Network, ...] = (
@@ -383,6 +384,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),
         batch_max_bytes=_parse(env, "BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int),
         batch_announce_seconds=_parse(env, "BATCH_ANNOUNCE_SECONDS", "10", _positive_float),
+        batch_reviews_per_minute=_parse(env, "BATCH_REVIEWS_PER_MINUTE", "10", _positive_int),
         allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
         invite_ttl_seconds=_parse(env, "INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int),
         trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),

@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 import jinja2.bccache
+from anyio import CapacityLimiter
 from arq.connections import ArqRedis
 from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
@@ -22,6 +23,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from app.batches.isolation import READERS_PER_PROCESS
 from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
@@ -163,6 +165,7 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
                     "sse": sse,
                     "hub": hub,
                     "feed": feed,
+                    "batch_readers": CapacityLimiter(READERS_PER_PROCESS),
                     # The notice on every page: paused by the team, or no worker alive.
                     "paused": SendingNotice(db, redis, settings.worker_heartbeat_seconds),
                     "health_snapshot": TtlCache(

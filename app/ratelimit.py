@@ -97,6 +97,17 @@ def batch_limits(settings: Settings, sender_id: str, recipients: list[str]) -> l
     return [sender_day, *(recipient_limit(settings, email) for email in recipients)]
 
 
+def review_limit(settings: Settings, sender_id: str) -> Limit:
+    """Reading and reviewing a list (``/lotes/revisar``, ``POST /lotes``) per account per minute:
+    each one may make a child process read a spreadsheet up to its bounds."""
+    return Limit(
+        "batch_review",
+        f"{PREFIX}:lote:revisao:{sender_id}:minuto",
+        settings.batch_reviews_per_minute,
+        MINUTE,
+    )
+
+
 #: Every worker counts each send here: past ``SENDS_PER_HOUR`` new sends wait as ``pendente``.
 GLOBAL_SENDS_KEY = f"{PREFIX}:envio:global:hora"
 

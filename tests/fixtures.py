@@ -333,6 +333,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR": str(settings.signin_links_per_address_per_hour),
             "INVITE_TTL_SECONDS": str(settings.invite_ttl_seconds),
             "BATCH_MAX_ROWS": str(settings.batch_max_rows),
+            "BATCH_REVIEWS_PER_MINUTE": str(settings.batch_reviews_per_minute),
             "BATCH_ANNOUNCE_SECONDS": str(settings.batch_announce_seconds),
             "PYTHONPATH": str(ROOT),
         }

@@ -15,7 +15,14 @@ from app.invites.transitions import mark_bounced
 from app.storage.database import Database
 from tests.batch_helpers import addresses, review_file, review_text
 from tests.fixtures import drain
-from tests.helpers import client_for, invite_count, invite_row, post_invite, wait_for_status
+from tests.helpers import (
+    api_headers,
+    client_for,
+    invite_count,
+    invite_row,
+    post_invite,
+    wait_for_status,
+)
 from tests.services import ScriptedSmtp
 
 
@@ -91,7 +98,7 @@ async def test_an_address_that_bounced_before_is_flagged(
     assert "Nenhuma linha pode ser enviada" in page.text
 
 
-async def test_an_address_at_its_per_recipient_limit_is_flagged(
+async def test_the_review_says_nothing_about_another_senders_invites(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:
     strict = replace(settings, invites_per_recipient_per_day=1)
@@ -99,19 +106,26 @@ async def test_an_address_at_its_per_recipient_limit_is_flagged(
         await post_invite(other, "cheia@exemplo.com")
     async with client_for(strict, smtp=smtp) as mine:
         page = await review_text(mine, "cheia@exemplo.com\nlivre@exemplo.com")
+        as_json = await mine.post(
+            "/lotes/revisar",
+            json={"enderecos": "cheia@exemplo.com"},
+            headers=await api_headers(mine),
+        )
 
-    assert counts(page.text) == {"Prontos para enviar": 1, "No limite diário do destinatário": 1}
+    # Both rows read alike: whether someone else invited an address today is theirs to know.
+    assert counts(page.text) == {"Prontos para enviar": 2}
+    assert "cheia@exemplo.com" in page.text and "remetentes" not in page.text
+    assert as_json.json()["contagem"] == {"ok": 1}
 
 
-async def test_unreadable_rows_are_counted_and_shown(client: httpx.AsyncClient) -> None:
+async def test_a_cell_too_long_refuses_the_file_naming_its_line(client: httpx.AsyncClient) -> None:
     big = "x" * (200 * 1024)
     data = f'email\nana@exemplo.com\n"{big}"\n'.encode()
 
     page = await review_file(client, "lista.csv", data)
 
-    assert page.status_code == 200
-    assert counts(page.text) == {"Prontos para enviar": 1, "Linhas que não conseguimos ler": 1}
-    assert "Linha ilegível no CSV" in page.text
+    assert page.status_code == 422
+    assert "A linha 3 tem um valor com mais de 5.000 caracteres" in page.text
 
 
 async def test_an_xlsx_upload_is_reviewed_like_a_pasted_list(client: httpx.AsyncClient) -> None:
@@ -151,4 +165,4 @@ async def test_an_empty_form_and_too_many_rows_are_refused_with_the_reason(
         many = await review_text(browser, addresses(6))
 
     assert empty.status_code == 422 and "Cole os endereços" in empty.text
-    assert many.status_code == 422 and "A lista tem 6 endereços; o máximo é 5" in many.text
+    assert many.status_code == 422 and "A lista passa de 5 endereços (linha 6)" in many.text

@@ -1,8 +1,10 @@
 """Each row's verdict before anything is written: the review a person reads row by row.
 
 The checks are the single form's (``app.invites.validation``), plus what only a list can have: a row
-repeated in it, an address this sender already invited (still on its way), one that bounced
-before, and one that has reached its per-recipient limit today.
+repeated in it, an address this sender already invited (still on its way), and one of this
+sender's that bounced before. Every verdict depends on this sender's own invites only: the
+review never tells whether *someone else* invited an address (so no per-recipient limit here;
+``POST /lotes`` still counts it, see SECURITY.md).
 """
 
 from __future__ import annotations
@@ -12,12 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from redis.asyncio import Redis
 from sqlalchemy import select
 
-from app import ratelimit
 from app.batches.parse import Row
-from app.config import Settings
 from app.invites.records import INVITE, Invite, record_from
 from app.invites.status import ON_ITS_WAY, Status
 from app.invites.validation import check_email, check_name, same_address
@@ -27,23 +26,19 @@ from app.storage.tables import invites
 
 class Verdict(StrEnum):
     OK = "ok"
-    UNREADABLE = "ilegivel"
     INVALID = "invalido"
     REPEATED = "repetido"
     ALREADY_INVITED = "ja_convidado"
     BOUNCED = "devolvido_antes"
-    OVER_LIMIT = "limite_destinatario"
 
 
 #: How each verdict is counted at the top of the review (pt-BR), in this order.
 VERDICT_LABELS = {
     Verdict.OK: "Prontos para enviar",
     Verdict.INVALID: "Endereço ou nome inválido",
-    Verdict.UNREADABLE: "Linhas que não conseguimos ler",
     Verdict.REPEATED: "Repetidos nesta lista",
     Verdict.ALREADY_INVITED: "Já convidados por você",
     Verdict.BOUNCED: "Devolvidos antes",
-    Verdict.OVER_LIMIT: "No limite diário do destinatário",
 }
 
 
@@ -84,8 +79,6 @@ class Review:
 
 
 def _checked(row: Row) -> Reviewed:
-    if row.problem is not None:
-        return Reviewed(row, Verdict.UNREADABLE, row.problem)
     email, email_error = check_email(row.email, "Esta linha não tem e-mail.")
     name, name_error = check_name(row.name)
     if email_error or name_error or email is None:
@@ -128,7 +121,7 @@ def _repeats(rows: list[Reviewed]) -> list[Reviewed]:
 
 
 def _against_history(
-    item: Reviewed, on_the_way: dict[str, Invite], bounced: dict[str, Invite], full: set[str]
+    item: Reviewed, on_the_way: dict[str, Invite], bounced: dict[str, Invite]
 ) -> Reviewed:
     if not item.ok or item.email is None:
         return item
@@ -140,24 +133,12 @@ def _against_history(
         message = "Um convite seu para este endereço voltou (devolvido). Confira o endereço."
         invite = bounced[item.email]
         return Reviewed(item.row, Verdict.BOUNCED, message, item.email, item.name, invite)
-    if same_address(item.email) in full:
-        message = "Este endereço já recebeu o máximo de convites hoje, de todos os remetentes."
-        return Reviewed(item.row, Verdict.OVER_LIMIT, message, item.email, item.name)
     return item
 
 
-async def review(
-    db: Database, redis: Redis, settings: Settings, sender_id: str, rows: Sequence[Row]
-) -> Review:
-    """Every row's verdict, in the order given (one database read and one Redis read)."""
+async def review(db: Database, sender_id: str, rows: Sequence[Row]) -> Review:
+    """Every row's verdict, in the order given (one database read)."""
     checked = _repeats([_checked(row) for row in rows])
     emails = [item.email for item in checked if item.ok and item.email is not None]
     on_the_way, bounced = await _earlier_invites(db, sender_id, emails)
-    limits = [ratelimit.recipient_limit(settings, email) for email in emails]
-    counts = await ratelimit.used(redis, limits)
-    full = {
-        same_address(email)
-        for email, count, limit in zip(emails, counts, limits, strict=True)
-        if count >= limit.limit
-    }
-    return Review([_against_history(item, on_the_way, bounced, full) for item in checked])
+    return Review([_against_history(item, on_the_way, bounced) for item in checked])

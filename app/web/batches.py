@@ -14,8 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import ratelimit
-from app.batches import parse, progress, store
-from app.batches.parse import Row, TooManyRows, UnreadableBatch
+from app.batches import progress, store
+from app.batches.isolation import Source, read_rows
+from app.batches.parse import Bounds, OverBound, Row, TooManyRows, UnreadableBatch
 from app.batches.review import Review, review
 from app.clock import utcnow
 from app.invites.records import NewInvite
@@ -61,12 +62,18 @@ def _form_context(
 
 
 def _refused_form(
-    request: Request, status_code: int, error: str, text: str = "", message: str = ""
+    request: Request,
+    status_code: int,
+    error: str,
+    text: str = "",
+    message: object = "",
+    headers: dict[str, str] | None = None,
 ) -> Response:
     if wants_json(request):
-        return JSONResponse({"erro": error}, status_code=status_code)
-    context = _form_context(request, error, text, message)
-    return render(request, "lotes_novo.html", context, status_code=status_code)
+        return JSONResponse({"erro": error}, status_code=status_code, headers=headers)
+    typed = message if isinstance(message, str) else ""
+    context = _form_context(request, error, text, typed)
+    return render(request, "lotes_novo.html", context, status_code=status_code, headers=headers)
 
 
 class Given:
@@ -78,9 +85,16 @@ class Given:
         self.message, self.message_error = check_message(message)
 
 
-async def _rows_from(request: Request) -> Given:
-    """The rows the person gave (pasted text, or the uploaded sheet), the text and message."""
-    max_rows = settings_of(request).batch_max_rows
+class Sent:
+    """The request as sent, before any list is read: a ``Source`` to read (pasted text or a
+    file) or the reviewed rows handed back (``linhas``), the pasted text and the Mensagem."""
+
+    def __init__(self, list_: Source | str, text: str, message: object) -> None:
+        self.list, self.text, self.message = list_, text, message
+
+
+async def _sent(request: Request) -> Sent:
+    """Takes the body apart; the list itself is read later, off the event loop."""
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
             data = json.loads(await request.body())
@@ -89,21 +103,27 @@ async def _rows_from(request: Request) -> Given:
         text = data.get("enderecos") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise BadBody('Envie um objeto JSON com "enderecos", um texto.')
-        rows = parse.check_size(parse.parse_pasted(text), max_rows)
-        return Given(rows, text, data.get("mensagem"))
+        return Sent(Source(text=text), text, data.get("mensagem"))
     async with request.form(max_part_size=settings_of(request).batch_max_bytes) as form:
         text = form.get("enderecos")
         text = text if isinstance(text, str) else ""
         message = form.get("mensagem")
         upload = form.get("planilha")
         if isinstance(upload, UploadFile) and upload.filename:
-            data = await upload.read()
-            rows = parse.parse_upload(upload.filename, data, max_rows)
-            return Given(parse.check_size(rows, max_rows), text, message)
+            return Sent(Source(filename=upload.filename, data=await upload.read()), text, message)
         kept = form.get("linhas")
         if isinstance(kept, str) and kept:
-            return Given(_kept_rows(kept, max_rows), text, message)
-    return Given(parse.check_size(parse.parse_pasted(text), max_rows), text, message)
+            return Sent(kept, text, message)
+    return Sent(Source(text=text), text, message)
+
+
+async def _rows_of(request: Request, sent: Sent) -> list[Row]:
+    bounds = Bounds.of(settings_of(request))
+    if isinstance(sent.list, str):
+        return _kept_rows(sent.list, bounds.rows)
+    if sent.list.data is None and not sent.list.text.strip():
+        return []  # nothing pasted: no child to start
+    return await read_rows(sent.list, bounds, request.state.batch_readers)
 
 
 def _kept_rows(kept: str, max_rows: int) -> list[Row]:
@@ -116,31 +136,46 @@ def _kept_rows(kept: str, max_rows: int) -> list[Row]:
         isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
     ):
         raise BadBody("A lista revisada chegou danificada. Revise de novo.")
-    rows = [Row(n, p[0], p[1] if isinstance(p[1], str) else None) for n, p in enumerate(pairs, 1)]
-    return parse.check_size(rows, max_rows)
+    if len(pairs) > max_rows:
+        raise TooManyRows(max_rows, max_rows + 1)
+    return [Row(n, p[0], p[1] if isinstance(p[1], str) else None) for n, p in enumerate(pairs, 1)]
+
+
+REVIEWS_TOO_FAST = (
+    "Você revisou muitas listas no último minuto. Espere {wait} e tente de novo; "
+    "o que você digitou continua aqui."
+)
 
 
 async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
+    """Every row's verdict, or the refusal: a bad body (400), too many reviews (429), a list
+    past a bound (413/422, naming it) or unreadable (422). Refusals keep what was typed."""
     try:
-        given = await _rows_from(request)
+        sent = await _sent(request)
+    except BadBody as exc:
+        return error_response(request, 400, str(exc))
+    settings = settings_of(request)
+    limit = ratelimit.review_limit(settings, sender_id(request))
+    refusal = await ratelimit.take(request.state.redis, [limit])
+    if refusal is not None:
+        wait = wait_text(refusal.retry_after)
+        headers = {"Retry-After": str(refusal.retry_after)}
+        message = REVIEWS_TOO_FAST.format(wait=wait)
+        return _refused_form(request, 429, message, sent.text, sent.message, headers)
+    try:
+        rows = await _rows_of(request, sent)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     except UnreadableBatch as exc:
-        return _refused_form(request, 422, str(exc))
-    except TooManyRows as exc:
-        message = (
-            f"A lista tem {exc.count} endereços; o máximo é {exc.limit} por lote. "
-            "Divida em lotes menores."
-        )
-        return _refused_form(request, 422, message)
+        return _refused_form(request, 422, str(exc), sent.text, sent.message)
+    except OverBound as exc:
+        return _refused_form(request, exc.status, str(exc), sent.text, sent.message)
+    given = Given(rows, sent.text, sent.message)
     if given.message_error:
         return _refused_form(request, 422, given.message_error, given.text, given.raw_message)
     if not given.rows:
         return _refused_form(request, 422, NOTHING_GIVEN, given.text, given.raw_message)
-    settings = settings_of(request)
-    found = await review(
-        db_of(request), request.state.redis, settings, sender_id(request), given.rows
-    )
+    found = await review(db_of(request), sender_id(request), given.rows)
     return found, given
 
 
@@ -206,8 +241,8 @@ _REFUSALS = {
         "por dia. Nada foi enviado: envie um lote de até {room} ou tente de novo em {wait}."
     ),
     "recipient_day": (
-        "Um dos endereços já recebeu {limit} convites hoje, de todos os remetentes. "
-        "Nada foi enviado: revise a lista de novo."
+        "Um dos endereços deste lote já recebeu o máximo de convites por hoje. Nada foi "
+        "enviado: tente de novo em {wait}, ou envie os endereços em lotes menores."
     ),
 }
 
@@ -274,9 +309,7 @@ async def send(request: Request) -> Response:
 
 async def _rereview(request: Request, found: Review) -> Review:
     rows = [item.row for item in found.rows]
-    return await review(
-        db_of(request), request.state.redis, settings_of(request), sender_id(request), rows
-    )
+    return await review(db_of(request), sender_id(request), rows)
 
 
 def _status_filter(request: Request) -> Status | None:

@@ -100,7 +100,9 @@ async def _read_body(receive: Receive) -> bytes:
 async def _form_token(scope: Scope, body: bytes, receive: Receive) -> str | None:
     request = Request(scope, _replay(body, receive))
     try:
-        async with request.form() as form:
+        # No part is larger than the body, which the body limit outside has bounded; the
+        # default (1 MiB) would refuse a pasted list as if it had no token.
+        async with request.form(max_part_size=max(len(body), 1)) as form:
             value = form.get(FIELD)
     except HTTPException:  # a malformed multipart body: it carries no token we can trust
         return None
