@@ -1,11 +1,12 @@
 """Abuse limits kept in Redis, so every web process counts against the same numbers.
 
-Sending (new invites and re-sends) is counted per sender and per client address each minute, per
-sender each day, and per recipient each day (from every sender together). Sign-in link requests are
-counted per e-mail address and per client network (IPv6 by /64) each hour; every worker's sends
-together per hour. Each counter is a fixed window that starts with its first hit and expires by
-itself (``EXPIRE``). Every caller goes through ``take``: its check-and-count is one Lua script, so
-a refused request counts nowhere and two processes can never both take the last unit.
+Sending (new invites and re-sends) is counted per sender and per client network (an IPv4 address,
+an IPv6 /64) each minute, per sender each day, and per recipient each day (from every sender
+together). Sign-in link requests are counted per e-mail address from one client network and per
+client network each hour; every worker's sends together per hour. Each counter is a fixed window
+that starts with its first hit and expires by itself (``EXPIRE``). Every caller goes through
+``take``: its check-and-count is one Lua script, so a refused request counts nowhere and two
+processes can never both take the last unit.
 
 If Redis does not answer, limits fail open: the refusal would only protect Redis-backed
 resources, and invites are still accepted into the outbox (the DB is the truth). Each such
@@ -14,7 +15,6 @@ pass is logged.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -54,9 +54,10 @@ class Refusal:
     room: int
 
 
-def send_limits(settings: Settings, sender_id: str, address: str, recipient: str) -> list[Limit]:
+def send_limits(settings: Settings, sender_id: str, network: str, recipient: str) -> list[Limit]:
     """The limits one send (new invite or re-send) counts against: the sender's, the client
-    address's, and the recipient's (one address gets so many invites a day from everyone)."""
+    network's (``app.web.common.client_network``), and the recipient's (one address gets so many
+    invites a day from everyone)."""
     return [
         Limit(
             "sender_minute",
@@ -66,7 +67,7 @@ def send_limits(settings: Settings, sender_id: str, address: str, recipient: str
         ),
         Limit(
             "address_minute",
-            f"{PREFIX}:envio:endereco:{address}:minuto",
+            f"{PREFIX}:envio:endereco:{network}:minuto",
             settings.sends_per_address_per_minute,
             MINUTE,
         ),
@@ -122,30 +123,20 @@ async def sends_this_hour(redis: Redis) -> int:
     return int(await redis.get(GLOBAL_SENDS_KEY) or 0)
 
 
-def client_network(address: str) -> str:
-    """The client as limits count it: an IPv4 address, or an IPv6 address's /64 (one home or
-    phone network hands out a whole /64)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    if ip.version == 6:
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
-def signin_limits(settings: Settings, email: str, address: str) -> list[Limit]:
-    """The limits one sign-in link request counts against: per address, per client network."""
+def signin_limits(settings: Settings, email: str, network: str) -> list[Limit]:
+    """The limits one sign-in link request counts against: per e-mail address *from this
+    network*, and per network. Not per address alone: then anyone could use up the owner's
+    allowance and lock them out of signing in (``network``: ``app.web.common.client_network``)."""
     return [
         Limit(
             "signin_address",
-            f"{PREFIX}:acesso:email:{same_address(email)}:hora",
+            f"{PREFIX}:acesso:email:{same_address(email)}:rede:{network}:hora",
             settings.signin_links_per_address_per_hour,
             HOUR,
         ),
         Limit(
             "signin_client",
-            f"{PREFIX}:acesso:cliente:{client_network(address)}:hora",
+            f"{PREFIX}:acesso:cliente:{network}:hora",
             settings.signin_links_per_client_per_hour,
             HOUR,
         ),

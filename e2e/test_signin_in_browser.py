@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import BrowserContext, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from e2e.conftest import Stack
 from e2e.spoken import polite, read_through, spoken
@@ -125,3 +125,112 @@ def test_a_second_browser_of_the_same_account_sees_the_invite_arrive_and_be_sent
         [polite(SENT.format("amiga@exemplo.com"))],
     )
     assert_page_was_honest(on_laptop)
+
+
+IPHONE = (
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"
+)
+WHEN = re.compile(r"\d{2}/\d{2}/\d{4} \d{2}:\d{2}:\d{2}")
+
+
+def heard_section(page: Page) -> list[str]:
+    """``#sessoes`` read from start to end, each date and time shown as ``<quando>``."""
+    return [WHEN.sub("<quando>", phrase) for phrase in read_through(page, "#sessoes")]
+
+
+def test_conta_lists_the_open_sessions_and_ends_one_or_all(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp: ScriptedSmtp
+) -> None:
+    email = "aparelhos@exemplo.com"
+    phone_context = new_context(signed_in=False, user_agent=IPHONE)
+    phone = phone_context.new_page()
+    sign_in_browser(phone, smtp, email, name="Dona dos Aparelhos")
+    laptop = new_context(signed_in=False).new_page()
+    sign_in_browser(laptop, smtp, email)
+
+    laptop.goto("/conta")
+    expect(laptop.get_by_role("heading", level=2)).to_have_text("Aparelhos conectados")
+    assert Axe().run(laptop).violations_count == 0
+    assert heard_section(laptop) == [
+        "region, Aparelhos conectados",
+        "heading, Aparelhos conectados, level 2",
+        "paragraph",
+        "Os navegadores em que você entrou nesta conta. Não reconhece algum? Encerre-o.",
+        "end of paragraph",
+        "list",
+        *session_heard(1, "Chrome no Linux", " (este aparelho)"),
+        *session_heard(2, "Safari no iPhone", ""),
+        "end of list",
+        "paragraph",
+        "Sair de todos os aparelhos encerra todas as sessões, inclusive esta: para entrar de "
+        "novo, você pede um novo link.",
+        "end of paragraph",
+        "form",
+        "button, Sair de todos os aparelhos",
+        "end of form",
+    ]
+
+    laptop.get_by_role("button", name=re.compile(r"^Encerrar Safari no iPhone")).click()
+    expect(laptop).to_have_url(re.compile(r"/conta\?encerrada=1#sessoes$"))
+    expect(laptop.locator(".aviso-sucesso")).to_have_text(
+        "Sessão encerrada. Quem estava usando aquele aparelho precisa de um novo link para entrar."
+    )
+    assert Axe().run(laptop).violations_count == 0
+    assert heard_section(laptop)[2:5] == [  # right after the heading the link points at
+        "paragraph",
+        "Sessão encerrada. Quem estava usando aquele aparelho precisa de um novo link para entrar.",
+        "end of paragraph",
+    ]
+    expect(laptop.get_by_role("button", name=re.compile(r"^Encerrar"))).to_have_count(1)
+    phone.goto("/convites")
+    expect(phone).to_have_url(re.compile(r"/entrar$"))  # the phone is signed out
+
+    laptop.get_by_role("button", name="Sair de todos os aparelhos").click()
+    expect(laptop).to_have_url(re.compile(r"/entrar\?saiu=todos$"))
+    assert read_through(laptop)[:5] == [
+        "main",
+        "heading, Entrar no Convites, level 1",
+        "paragraph",
+        "Você saiu de todos os aparelhos. Para entrar de novo, peça um link.",
+        "end of paragraph",
+    ]
+    assert Axe().run(laptop).violations_count == 0
+    laptop.goto("/convites")
+    expect(laptop).to_have_url(re.compile(r"/entrar$"))
+
+
+def session_heard(position: int, device: str, mark: str) -> list[str]:
+    """One listed session, as it is read: the device, when and from which network it signed
+    in, its last use, and its own **Encerrar** (named after it: there is one per session)."""
+    item = f"listitem, level 1, position {position}, set size 2"
+    button = f"Encerrar {device}{mark}, último uso em <quando>"
+    return [
+        item,
+        "paragraph",
+        "strong",
+        device,
+        "end of strong",
+        *([mark.strip()] if mark else []),
+        "end of paragraph",
+        *[
+            phrase
+            for when in ("Entrou em", "Último uso em")
+            for phrase in (
+                "paragraph",
+                when,
+                "time",
+                "<quando>",
+                "end of time",
+                ", da rede 127.0.0.1.",
+                "end of paragraph",
+            )
+        ],
+        "form",
+        f"button, {button}",
+        "Encerrar",
+        button.removeprefix("Encerrar "),
+        f"end of button, {button}",
+        "end of form",
+        f"end of {item}",
+    ]

@@ -78,3 +78,30 @@ def test_accounts_leave_anonymous_rows_as_they_were_and_migrate_back(tmp_path: P
     ]
     upgrade(settings)  # and forward again
     assert _diff(settings.database_url) == []
+
+
+def test_sessions_from_before_0009_get_an_id_each_and_stay_live(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, "redis://127.0.0.1:1/0", 1)
+    upgrade(settings, "0008")
+    url = settings.database_url
+    _rows(
+        url,
+        "INSERT INTO accounts (public_id, email, created_at, updated_at) VALUES"
+        " ('conta', 'a@exemplo.com', '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+    )
+    for n in (1, 2):
+        _rows(
+            url,
+            "INSERT INTO sessions (token_hash, account_id, created_at, expires_at) SELECT"
+            f" '{n:064d}', id, '2026-01-0{n} 00:00:00', '2099-01-01 00:00:00' FROM accounts",
+        )
+
+    upgrade(settings)
+    rows = _rows(url, "SELECT public_id, created_at, last_used_at, revoked_at FROM sessions")
+    assert len({row[0] for row in rows}) == 2 and all(len(row[0]) >= 16 for row in rows)
+    assert all(row[1] == row[2] and row[3] is None for row in rows)
+
+    command.downgrade(alembic_config(url), "0008")
+    assert len(_rows(url, "SELECT token_hash FROM sessions")) == 2
+    upgrade(settings)
+    assert _diff(url) == []

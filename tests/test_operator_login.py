@@ -102,3 +102,19 @@ async def test_a_cookie_used_after_sair_no_longer_opens_the_page(ops: httpx.Asyn
     ops.cookies.set(COOKIE, stolen, path="/operacao")
 
     assert (await ops.get("/operacao")).status_code == 401
+
+
+async def test_wrong_tokens_count_per_ipv6_64_not_per_address(
+    ops_settings: Settings, redis: Redis
+) -> None:
+    """Fails if the throttle keys on the full IPv6 address: a /64 has 2⁶⁴ of them to rotate."""
+    for n in range(FAILURES_ALLOWED):
+        async with client_for(ops_settings, client=(f"2001:db8:7:8::{n + 1:x}", 1)) as guesser:
+            assert (await log_in(guesser, "errado-errado-errado")).status_code == 403
+    async with client_for(ops_settings, client=("2001:db8:7:8::ffff", 1)) as same_64:
+        throttled = await log_in(same_64)
+    async with client_for(ops_settings, client=("2001:db8:7:9::1", 1)) as elsewhere:
+        allowed = await log_in(elsewhere)
+
+    assert throttled.status_code == 429
+    assert allowed.status_code == 303

@@ -4,8 +4,8 @@ SQLite keeps no statistics here, and its planner then prefers ``status = ?`` (an
 ``ix_invites_status_next_attempt``) to a key ``IN`` list: every accept batch read every invite
 on its way, every claim batch every ``pendente`` row of the backlog (O(backlog) per batch). The
 live hub's check read all of ``ix_invite_events_sender_id`` every second for the order of its
-GROUP BY, the sweep grouped the whole outbox every two seconds, and each sign-in link read
-every link ever issued to retire the address's older ones. These tests run those paths
+GROUP BY, the sweep grouped the whole outbox every two seconds, and each sign-in read every
+link ever issued to retire the address's other ones. These tests run those paths
 on a real SQLite file and ask SQLite for the plan of each statement they sent
 (``EXPLAIN QUERY PLAN``, with the statement's own parameters). ``app.storage.tables.unindexed``.
 """
@@ -20,15 +20,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, insert
 
-from app.accounts import signin
+from app.accounts import sessions, signin
 from app.clock import utcnow
 from app.invites import queries
 from app.invites.records import SIGNIN_MAIL
 from app.invites.transitions import claim_with_link, create_invite, mark_sent
 from app.sending import sweep
 from app.storage.database import Database
+from app.storage.tables import accounts
 
 INVITES = 30
 Sent = list[tuple[str, Any]]
@@ -125,11 +126,30 @@ async def test_live_check_and_sweep_read_ranges_and_keys(db: Database) -> None:
     assert_no_whole_reads(db, sent)
 
 
-async def test_a_sign_in_link_retires_the_older_ones_by_address(db: Database) -> None:
+async def test_signing_in_retires_the_addresss_other_links_by_address(db: Database) -> None:
     mail = await create_invite(
         db, sender_id="s", email="p@exemplo.com", name=None, correlation_id="c", kind=SIGNIN_MAIL
     )
+    token = await signin.issue(db, mail.invite, 600)  # type: ignore[union-attr]
+    await signin.issue(db, mail.invite, 600)  # type: ignore[union-attr]
     with statements_of(db) as sent:
-        await signin.issue(db, mail.invite, 600)  # type: ignore[union-attr]
+        assert await signin.redeem(db, token) == "p@exemplo.com"
     assert any(s.startswith("UPDATE signin_tokens") for s, _ in sent)
+    assert_no_whole_reads(db, sent)
+
+
+async def test_the_sessions_of_an_account_are_read_by_account(db: Database) -> None:
+    """``/conta``'s list, and "Sair de todos os aparelhos", by ``ix_sessions_account_id``."""
+    async with db.write() as conn:
+        created = await conn.execute(
+            insert(accounts).values(
+                public_id="a", email="a@exemplo.com", created_at=utcnow(), updated_at=utcnow()
+            )
+        )
+        account_id = created.inserted_primary_key[0]
+    token = await sessions.start(db, account_id, 600, "curl/8", "203.0.113.1")
+    with statements_of(db) as sent:
+        assert len(await sessions.of_account(db, account_id, token)) == 1
+        assert await sessions.end_all(db, account_id) == 1
+    assert len(sent) == 2
     assert_no_whole_reads(db, sent)

@@ -1,5 +1,5 @@
-"""Live streams are capped per sender, per client address and per process, and each has a
-lifetime."""
+"""Live streams are capped per sender, per client network (IPv6 by /64) and per process, and
+each has a lifetime."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.web.stream_caps import STREAM_SLOT_SECONDS, TooManyStreams, open_stream_slot
 from tests.fixtures import process_env
-from tests.helpers import JSON
+from tests.helpers import JSON, client_for
 from tests.services import AppProcess, free_port, wait_for_port
 
 
@@ -126,3 +127,20 @@ async def test_with_redis_down_streams_are_allowed(caplog: pytest.LogCaptureFixt
     finally:
         await down.aclose()
     assert "stream limiter unavailable" in caplog.text
+
+
+async def test_addresses_of_one_ipv6_64_share_the_per_address_cap(
+    settings: Settings, redis: Redis
+) -> None:
+    """One home or phone network hands out a whole /64: its addresses count as one client.
+    Fails (the stream opens, and the wait times out) if the cap keys on the full address."""
+    limited = replace(settings, streams_per_address=1)
+    held = await open_stream_slot(redis, "endereco:2001:db8:1:2::/64", 1)  # one open already
+    try:
+        async with client_for(limited, client=("2001:db8:1:2:aaaa::9", 1)) as neighbour:
+            refused = await asyncio.wait_for(
+                neighbour.get("/convites/eventos", headers=JSON), timeout=10
+            )
+    finally:
+        await held.release()
+    assert refused.status_code == 429 and "sua rede" in refused.json()["erro"]

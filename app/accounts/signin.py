@@ -1,10 +1,11 @@
 """Sign-in links: a random token per sign-in mail, issued by the worker as it sends the mail.
 
-Only the token's hash is stored. A link is single use and valid for ``SIGNIN_TTL_SECONDS``;
-each mail issues a new token and the older unused ones for the same address stop working (one
-live link per address: the newest mail is the one to use). Opening the link (GET) spends
-nothing (mail scanners prefetch links); only the POST of its **Entrar** button does
-(``redeem``, one conditional UPDATE).
+Only the token's hash is stored. A link is single use and valid for ``SIGNIN_TTL_SECONDS``.
+Asking for a new link does not stop the older ones: anyone may ask for a link to any address,
+and if each request cancelled the last, a stranger asking again and again would kill the link
+the owner is about to press. Instead, signing in with one link retires every other unused link
+of that address (``redeem``). Opening the link (GET) spends nothing (mail scanners prefetch
+links); only the POST of its **Entrar** button does.
 """
 
 from __future__ import annotations
@@ -36,15 +37,11 @@ class SigninLink:
 
 
 async def issue(db: Database, mail: Invite, ttl_seconds: int) -> str:
-    """A new link for this sign-in mail (older unused links to the same address stop working)."""
+    """A new link for this sign-in mail (the address's older links keep working until one of
+    them is used)."""
     token = secrets.token_urlsafe(32)  # 256 bits
     now = utcnow()
     async with db.write() as conn:
-        await conn.execute(
-            update(signin_tokens)
-            .where(signin_tokens.c.email == mail.email, signin_tokens.c.used_at.is_(None))
-            .values(used_at=now)
-        )
         await conn.execute(
             insert(signin_tokens).values(
                 token_hash=token_hash(token),
@@ -78,22 +75,36 @@ async def peek(db: Database, token: str) -> SigninLink | None:
 
 
 async def redeem(db: Database, token: str) -> str | None:
-    """Spend a valid link: its address, or ``None`` when it is used, expired or unknown.
+    """Spend a valid link and retire the address's other unused links: its address, or ``None``
+    when it is used, retired, expired or unknown.
 
-    One conditional UPDATE: of two clicks, one gets the address.
+    The address's unused links are locked in id order (``FOR UPDATE`` on PostgreSQL; SQLite
+    serialises writers), so of two clicks on one link, or on two links of one address, one signs
+    in and the other finds its link spent, never a deadlock.
     """
     now = utcnow()
+    digest = token_hash(token)
     async with db.write() as conn:
-        row = (
+        email = (
             await conn.execute(
-                update(signin_tokens)
-                .where(
-                    signin_tokens.c.token_hash == token_hash(token),
-                    signin_tokens.c.used_at.is_(None),
-                    signin_tokens.c.expires_at > now,
-                )
-                .values(used_at=now)
-                .returning(signin_tokens.c.email)
+                select(signin_tokens.c.email).where(signin_tokens.c.token_hash == digest)
             )
-        ).first()
-    return str(row.email) if row else None
+        ).scalar()
+        if email is None:
+            return None
+        unused = (
+            await conn.execute(
+                select(signin_tokens.c.id, signin_tokens.c.token_hash, signin_tokens.c.expires_at)
+                .where(signin_tokens.c.email == email, signin_tokens.c.used_at.is_(None))
+                .order_by(signin_tokens.c.id)
+                .with_for_update()
+            )
+        ).all()
+        if not any(row.token_hash == digest and row.expires_at > now for row in unused):
+            return None
+        await conn.execute(
+            update(signin_tokens)
+            .where(signin_tokens.c.id.in_([row.id for row in unused]))
+            .values(used_at=now)
+        )
+    return str(email)

@@ -31,7 +31,7 @@ class LinkState(StrEnum):
 
     OPEN = "aberto"  # the invitation with Aceitar / Recusar
     ACCEPTED = "aceito"  # answered: accepted (200)
-    DECLINED = "recusado"  # answered: declined, may still accept (200, with the button)
+    DECLINED = "recusado"  # answered: declined (200; final, the sender may invite again)
     REPLACED = "substituido"  # a newer invitation replaced this link (410)
     CANCELLED = "cancelado"  # the sender cancelled (410)
     EXPIRED = "expirado"  # no answer in INVITE_TTL_SECONDS (410)

@@ -37,17 +37,6 @@ async def get_invite(
     return record_from(Invite, row) if row else None
 
 
-async def invite_by_public_id(db: Database, public_id: str) -> Invite | None:
-    """Any sender's invitation by its public id: only for checks that scope it themselves."""
-    async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(invites).where(invites.c.public_id == public_id, invites.c.kind == INVITE)
-            )
-        ).first()
-    return record_from(Invite, row) if row else None
-
-
 @dataclass(frozen=True)
 class Page:
     """A page of a sender's invites, newest first, and where a live stream resumes from it."""

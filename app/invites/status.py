@@ -11,7 +11,7 @@ class Status(StrEnum):
     INCERTO = "incerto"  # a worker died mid-send; never re-sent automatically
     DEVOLVIDO = "devolvido"  # accepted with a 250, then bounced (a delivery status notification)
     ACEITO = "aceito"  # the invitee opened the link and accepted (final)
-    RECUSADO = "recusado"  # the invitee declined (they may still accept while the link is valid)
+    RECUSADO = "recusado"  # the invitee declined (final for the link; the sender may re-send)
     EXPIRADO = "expirado"  # INVITE_TTL_SECONDS passed with no answer; the link answers 410
     CANCELADO = "cancelado"  # the sender called it off before an answer; never sent if pendente
 
@@ -22,9 +22,11 @@ RESENDABLE = (Status.FALHOU, Status.INCERTO, Status.EXPIRADO, Status.RECUSADO, S
 #: States an operator's bulk retry may send again: stopped by the mail pipeline, not a person.
 RETRYABLE_IN_BULK = (Status.FALHOU, Status.INCERTO)
 
-#: States the invitee's link may answer: the mail left (or may have; a click proves it arrived),
-#: and a decline may still become an accept. ``aceito`` is final.
-ANSWERABLE = (Status.ENVIADO, Status.INCERTO, Status.DEVOLVIDO, Status.RECUSADO)
+#: States the invitee's link may answer: the mail left (or may have; a click proves it arrived).
+#: Either answer is final for the link: whoever else holds a forwarded link cannot turn the
+#: invitee's "no" into a "yes". Changing one's mind after Recusar is a new invitation (the
+#: sender may re-send a ``recusado`` invite, with a new link).
+ANSWERABLE = (Status.ENVIADO, Status.INCERTO, Status.DEVOLVIDO)
 
 #: States the sender may cancel: not answered yet, and no worker in the middle of sending it.
 CANCELLABLE = (Status.PENDENTE, Status.ENVIADO, Status.INCERTO, Status.FALHOU, Status.DEVOLVIDO)

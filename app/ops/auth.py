@@ -3,9 +3,10 @@
 - The login cookie holds an HMAC (keyed with ``SECRET_KEY``) of ``OPS_TOKEN``, never a plain
   hash an offline guesser could test candidate tokens against; changing either signs everyone
   out. It also holds a random session id, so "Sair" can be remembered by the server.
-- Failed tokens (form or bearer) are counted per client address in Redis; past
-  ``FAILURES_ALLOWED`` in ``FAILURE_WINDOW_SECONDS`` every attempt from that address gets 429,
-  right or wrong, until the window ends.
+- Failed tokens (form or bearer) are counted per client network in Redis (an IPv4 address, an
+  IPv6 /64: ``app.web.common.client_network``); past ``FAILURES_ALLOWED`` in
+  ``FAILURE_WINDOW_SECONDS`` every attempt from that network gets 429, right or wrong, until
+  the window ends.
 - "Sair" records the session id in Redis until the cookie would have expired anyway.
 
 Redis down: both fail open (logged), like the send limits. The panel is what on-call opens
@@ -38,30 +39,30 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(16)
 
 
-def _failures_key(address: str) -> str:
-    return f"{PREFIX}:falhas:{address}"
+def _failures_key(network: str) -> str:
+    return f"{PREFIX}:falhas:{network}"
 
 
 def _logout_key(session_id: str) -> str:
     return f"{PREFIX}:saiu:{session_id}"
 
 
-async def throttled_for(redis: Redis, address: str) -> int:
-    """Seconds this address must wait before trying a token again (0: it may try now)."""
+async def throttled_for(redis: Redis, network: str) -> int:
+    """Seconds this network must wait before trying a token again (0: it may try now)."""
     try:
-        failures = await redis.get(_failures_key(address))
+        failures = await redis.get(_failures_key(network))
         if failures is None or int(failures) < FAILURES_ALLOWED:
             return 0
-        ttl = int(await redis.ttl(_failures_key(address)))
+        ttl = int(await redis.ttl(_failures_key(network)))
     except (RedisError, OSError) as exc:
         log.warning("operator throttle unavailable; attempt allowed", extra={"error": str(exc)})
         return 0
     return max(1, ttl)
 
 
-async def record_failure(redis: Redis, address: str) -> None:
-    """Count one wrong token from ``address``; the window starts at the first one."""
-    key = _failures_key(address)
+async def record_failure(redis: Redis, network: str) -> None:
+    """Count one wrong token from ``network``; the window starts at the first one."""
+    key = _failures_key(network)
     try:
         async with redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)

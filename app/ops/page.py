@@ -5,7 +5,7 @@ sets a signed cookie of its own (``convites_operacao``: HttpOnly, SameSite=Stric
 ``/operacao``, 12 hours) so the browser's EventSource can follow the live panel. The cookie
 holds an HMAC fingerprint of the token and a session id (``app.ops.auth``): changing
 ``OPS_TOKEN`` signs everyone out, and "Sair" is remembered by the server. No credentials: 401;
-a wrong token: 403; too many wrong tokens from one address: 429.
+a wrong token: 403; too many wrong tokens from one network (IPv4 address, IPv6 /64): 429.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from app.ops.health import check_health, health_json
 from app.ops.metrics import SseConnections
 from app.sending.pause import pause_sending, resume_sending
 from app.web.common import (
-    client_address,
+    client_network,
     db_of,
     error_response,
     render,
@@ -101,14 +101,14 @@ def _refuse(request: Request, verdict: bool | None) -> Response:
 def operator_only(handler: Handler) -> Handler:
     @wraps(handler)
     async def guarded(request: Request) -> Response:
-        redis, address = request.state.redis, client_address(request)
+        redis, network = request.state.redis, client_network(request)
         verdict = await _verdict(request)
         # Credentials offered while throttled: 429, whether they were right or wrong.
-        wait = 0 if verdict is None else await ops_auth.throttled_for(redis, address)
+        wait = 0 if verdict is None else await ops_auth.throttled_for(redis, network)
         if wait:
             return _too_many_failures(request, wait)
         if verdict is False:
-            await ops_auth.record_failure(redis, address)
+            await ops_auth.record_failure(redis, network)
         if verdict is not True:
             return _refuse(request, verdict)
         return await handler(request)
@@ -160,8 +160,8 @@ async def page(request: Request) -> Response:
 async def login(request: Request) -> Response:
     """POST /operacao/entrar: the token from the form buys a signed cookie."""
     settings = settings_of(request)
-    redis, address = request.state.redis, client_address(request)
-    wait = await ops_auth.throttled_for(redis, address)
+    redis, network = request.state.redis, client_network(request)
+    wait = await ops_auth.throttled_for(redis, network)
     if wait:
         return _too_many_failures(request, wait)
     token = (await request.form()).get("token")
@@ -169,7 +169,7 @@ async def login(request: Request) -> Response:
         token.strip().encode(), (settings.ops_token or "").encode()
     ):
         log.warning("operator login refused")
-        await ops_auth.record_failure(redis, address)
+        await ops_auth.record_failure(redis, network)
         return render(
             request, "ops_login.html", {"message": "Token de operação incorreto."}, status_code=403
         )

@@ -204,17 +204,26 @@ accounts = Table(
     UniqueConstraint("email", name="uq_accounts_email"),
 )
 
-#: Server-side sessions: the cookie carries a random token, only its hash is here.
+#: Server-side sessions: the cookie carries a random token, only its hash is here. ``/conta``
+#: lists an account's live ones (the device from the User-Agent at sign-in, the client network
+#: at sign-in and at the last use) so the person can end any of them.
 sessions = Table(
     "sessions",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
+    Column("public_id", String(32), nullable=False),
     Column("token_hash", String(64), nullable=False),
     Column("account_id", Id, ForeignKey("accounts.id"), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime),
+    Column("user_agent", String(300)),
+    Column("created_network", String(64)),
+    Column("last_used_at", UTCDateTime, nullable=False),
+    Column("last_network", String(64)),
     UniqueConstraint("token_hash", name="uq_sessions_token_hash"),
+    UniqueConstraint("public_id", name="uq_sessions_public_id"),
+    Index("ix_sessions_account_id", "account_id"),
 )
 
 #: Sign-in links: issued by the worker as it sends the mail, single use, hash only.

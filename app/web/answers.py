@@ -1,32 +1,40 @@
 """The invitee's link, ``/c/{token}``: who invites, their message, **Aceitar convite** and
 **Recusar**. No account needed, no JavaScript needed (plain forms, CSRF protected).
 
-Opening it (GET) changes nothing. **Aceitar convite** records ``aceito`` and signs the invitee
-in as the invited address (the link proves they read that inbox); **Recusar** records
-``recusado`` and leaves a way to accept while the link is valid. Each answer is one conditional
-UPDATE (``app.invites.transitions.answered``): a second click, a replaced or closed link records
-nothing
-and reads what is true now. A replaced, cancelled or expired link answers 410.
+Opening it (GET) changes nothing. **Aceitar convite** records ``aceito``, **Recusar** records
+``recusado``; either answer is final. Each answer is one conditional UPDATE
+(``app.invites.transitions.answered``): a second click, a replaced or closed link records
+nothing and reads what is true now. A replaced, cancelled or expired link answers 410.
+
+Answering never signs anyone in. The link is in a mail that can be forwarded, sit in a shared
+inbox or land in a log: holding it proves nothing about who is at the keyboard, so it must not
+open the invited address's account (its invites, their messages, its name) nor let the holder
+send invites in that address's name. Signing in stays one thing: a link mailed on request to
+the address, used once (``app.web.signin``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app.accounts import store as accounts
 from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.links import GONE, LinkState, OpenedLink
 from app.invites.records import Change
 from app.invites.validation import same_address
 from app.live.wakeups import Announcer
+from app.storage.database import Database
 from app.web.common import db_of, render, settings_of, wants_json
-from app.web.identity import begin_session, identify
+from app.web.identity import identify
 
 log = logging.getLogger(__name__)
+
+#: ``transitions.accept`` or ``transitions.decline``: (db, token, link TTL) → the change or None.
+Answer = Callable[[Database, str, float], Awaitable[Change | None]]
 
 UNKNOWN = (
     "Link de convite não encontrado",
@@ -93,36 +101,30 @@ async def _announce(request: Request, change: Change) -> None:
     await announcer.announce(change)
 
 
-async def accept(request: Request) -> Response:
-    """POST /c/{token}/aceitar: ``aceito``, the invitee signed in, and home with a sentence."""
-    token = request.path_params["token"]
-    db, settings = db_of(request), settings_of(request)
-    change = await transitions.accept(db, token, settings.invite_ttl_seconds)
-    if change is None:  # answered already, or the link closed: say what is true now
-        return await _page(request, token, await _opened(request, token))
-    invite = change.invite
-    log.info("invite accepted by the invitee", extra={"invite": invite.public_id})
-    await _announce(request, change)
-    account = await accounts.find_or_create_account(db, invite.email)
-    if account.name is None and invite.name:
-        await accounts.set_name(db, account.id, invite.name)
-        account = await accounts.find_or_create_account(db, invite.email)
-    await begin_session(request, account)
-    target = f"/?aceito={invite.public_id}"
-    if wants_json(request):
-        return JSONResponse({"estado": LinkState.ACCEPTED.value, "ir_para": target})
-    return RedirectResponse(target, status_code=303)
+async def _answer(request: Request, answered: Answer) -> Response:
+    """Record the answer through the link, tell the sender's pages, show the link's page.
 
-
-async def decline(request: Request) -> Response:
-    """POST /c/{token}/recusar: ``recusado`` (no sign-in); the page then offers to accept."""
+    No session, no account: see the module's docstring."""
     token = request.path_params["token"]
-    change = await transitions.decline(
-        db_of(request), token, settings_of(request).invite_ttl_seconds
-    )
+    change = await answered(db_of(request), token, settings_of(request).invite_ttl_seconds)
     if change is not None:
-        log.info("invite declined by the invitee", extra={"invite": change.invite.public_id})
+        invite = change.invite
+        log.info(
+            "invite answered by the invitee",
+            extra={"invite": invite.public_id, "status": invite.status.value},
+        )
         await _announce(request, change)
         if not wants_json(request):
             return RedirectResponse(f"/c/{token}", status_code=303)
+    # Answered now (JSON), answered already, or the link closed: say what is true now.
     return await _page(request, token, await _opened(request, token))
+
+
+async def accept(request: Request) -> Response:
+    """POST /c/{token}/aceitar: ``aceito``, then the link's page says so."""
+    return await _answer(request, transitions.accept)
+
+
+async def decline(request: Request) -> Response:
+    """POST /c/{token}/recusar: ``recusado``, then the link's page says so."""
+    return await _answer(request, transitions.decline)

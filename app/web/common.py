@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from typing import Any
 
@@ -44,9 +45,20 @@ def sender_id(request: Request) -> str:
     return account.public_id
 
 
-def client_address(request: Request) -> str:
-    """The client's IP (the proxy's view of it only when TRUST_PROXY_HEADERS is on)."""
-    return request.client.host if request.client else "desconhecido"
+def client_network(request: Request) -> str:
+    """The client as every limit counts it, and as ``/conta`` shows where a session is used: an
+    IPv4 address, or an IPv6 address's /64 (one home or phone network hands out a whole /64,
+    so counting its addresses one by one would let one network pass for thousands).
+
+    The address is the proxy's view of it only when TRUST_PROXY_HEADERS is on."""
+    host = request.client.host if request.client else ""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "desconhecido"
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def wants_json(request: Request) -> bool:

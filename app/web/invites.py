@@ -17,10 +17,10 @@ from app.clock import utcnow
 from app.invites import queries, transitions
 from app.invites.records import Account, Change, Duplicate, Invite
 from app.invites.status import RESENDABLE, Status
-from app.invites.validation import InvalidInvite, parse_invite, same_address
+from app.invites.validation import InvalidInvite, parse_invite
 from app.logs import correlation_id
 from app.web.common import (
-    client_address,
+    client_network,
     db_of,
     error_response,
     is_htmx,
@@ -93,7 +93,7 @@ _LIMIT_MESSAGES = {
 async def over_send_limits(request: Request, recipient: str) -> Response | None:
     """429 when this send would pass a rate limit (nothing is counted or written then)."""
     limits = ratelimit.send_limits(
-        settings_of(request), sender_id(request), client_address(request), recipient
+        settings_of(request), sender_id(request), client_network(request), recipient
     )
     refusal = await ratelimit.take(request.state.redis, limits)
     if refusal is None:
@@ -200,21 +200,7 @@ async def index(request: Request) -> Response:
     account: Account | None = await identify(request)
     if account is None:
         return await sign_in_page(request)
-    context = await _index_context(request)
-    context["accepted_from"] = await _just_accepted(request, account)
-    return render(request, "index.html", context)
-
-
-async def _just_accepted(request: Request, account: Account) -> Invite | None:
-    """The invitation this account just accepted through its link (``/?aceito={id}``), if any:
-    only an invite to this very address, in ``aceito``, is named."""
-    public_id = request.query_params.get("aceito", "")
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", public_id):
-        return None
-    invite = await queries.invite_by_public_id(db_of(request), public_id)
-    if invite is None or invite.status != Status.ACEITO:
-        return None
-    return invite if same_address(invite.email) == account.email else None
+    return render(request, "index.html", await _index_context(request))
 
 
 def _before(request: Request) -> int | None:

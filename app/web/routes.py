@@ -21,6 +21,7 @@ from app.web import (
     health,
     invites,
     mailbox,
+    open_sessions,
     signin,
     summary,
 )
@@ -48,6 +49,8 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/entrar/{token}", signin.use_link, methods=["POST"]),
         Route("/conta", signin.show_account, methods=["GET"]),
         Route("/conta", signin.save_account, methods=["POST"]),
+        Route("/conta/sessoes/encerrar-todas", open_sessions.end_all, methods=["POST"]),
+        Route("/conta/sessoes/{public_id}/encerrar", open_sessions.end_one, methods=["POST"]),
         Route("/sair", signin.sign_out, methods=["POST"]),
         # The invitee's answer.
         Route("/c/{token}", answers.show, methods=["GET"]),

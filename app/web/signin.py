@@ -23,7 +23,7 @@ from app.invites.records import SIGNIN_MAIL, Change
 from app.invites.validation import check_email, check_name
 from app.logs import correlation_id
 from app.web.common import (
-    client_address,
+    client_network,
     db_of,
     error_response,
     is_htmx,
@@ -43,6 +43,7 @@ from app.web.forms import (
 )
 from app.web.identity import begin_session, end_session, identify, signed_in
 from app.web.middleware.csrf import csrf_token
+from app.web.open_sessions import ENDED, SIGN_OUT_NOTICES, open_sessions
 from app.web.present import invite_json
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ log = logging.getLogger(__name__)
 MISSING_EMAIL = "Informe seu e-mail para receber o link de acesso."
 LINK_USED = (
     "Este link de acesso não vale mais",
-    "Cada link entra uma vez só, e só o link mais novo enviado para o seu e-mail funciona.",
+    "Cada link entra uma vez só. Quando você entra com um deles, os outros links enviados para o "
+    "seu e-mail param de valer.",
 )
 LINK_EXPIRED = ("Este link de acesso expirou", "Os links valem por pouco tempo, por segurança.")
 LINK_UNKNOWN = ("Este link de acesso não é válido", "Confira se o endereço veio inteiro.")
@@ -89,11 +91,13 @@ async def show_form(request: Request) -> Response:
         return JSONResponse({"csrf_token": csrf_token(request)})
     if await identify(request) is not None:
         return RedirectResponse("/", status_code=303)
-    return await sign_in_page(request)
+    return await sign_in_page(
+        request, notice=SIGN_OUT_NOTICES.get(request.query_params.get("saiu", ""))
+    )
 
 
 async def _over_limit(request: Request, email: str) -> Response | None:
-    limits = ratelimit.signin_limits(settings_of(request), email, client_address(request))
+    limits = ratelimit.signin_limits(settings_of(request), email, client_network(request))
     refusal = await ratelimit.take(request.state.redis, limits)
     if refusal is None:
         return None
@@ -204,13 +208,27 @@ async def use_link(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+async def _account_page(
+    request: Request, first: bool, errors: dict[str, str], values: dict[str, str], status: int
+) -> Response:
+    """``/conta``: the name invitations show, then this account's open sessions."""
+    context = {
+        "account": request.state.account,
+        "first": first,
+        "errors": errors,
+        "values": values,
+        "open_sessions": await open_sessions(request),
+        "notice": ENDED if request.query_params.get("encerrada") == "1" else None,
+    }
+    return render(request, "conta.html", context, status_code=status)
+
+
 @signed_in
 async def show_account(request: Request) -> Response:
-    """GET /conta: the name invitations show."""
+    """GET /conta: the name invitations show, and where this account is signed in."""
     account = request.state.account
     first = request.query_params.get("primeira") == "1" or account.name is None
-    context = {"account": account, "first": first, "errors": {}, "values": {"nome": account.name}}
-    return render(request, "conta.html", context)
+    return await _account_page(request, first, {}, {"nome": account.name}, 200)
 
 
 @signed_in
@@ -227,13 +245,8 @@ async def save_account(request: Request) -> Response:
         if wants_json(request):
             return JSONResponse({"erro": "Confira os campos.", "campos": errors}, status_code=422)
         raw = data.get("nome")
-        context = {
-            "account": account,
-            "first": account.name is None,
-            "errors": errors,
-            "values": {"nome": raw if isinstance(raw, str) else ""},
-        }
-        return render(request, "conta.html", context, status_code=422)
+        values = {"nome": raw if isinstance(raw, str) else ""}
+        return await _account_page(request, account.name is None, errors, values, 422)
     await accounts.set_name(db_of(request), account.id, name)
     if wants_json(request):
         return JSONResponse({"nome": name})

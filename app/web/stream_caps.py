@@ -1,12 +1,12 @@
-"""How many live (SSE) streams may be open: per sender, per client address, per process.
+"""How many live (SSE) streams may be open: per sender, per client network, per process.
 
-Per sender and per client address, the cap is shared by every web process: a sorted set in Redis
-of slot ids scored by their last refresh, so slots of a crashed process drop out after
-``STREAM_SLOT_SECONDS``; fail-open when Redis is down. Per process it is this process's own count of
-open SSE connections, which needs no Redis at all: whatever else fails, one process cannot be
-made to hold more than ``STREAMS_PER_PROCESS`` streams. Each stream also ends after
-``STREAM_MAX_SECONDS`` (with a little jitter, so streams opened together do not all reconnect
-together); the browser reconnects with ``Last-Event-ID`` and misses nothing.
+Per sender and per client network (IPv4 address, IPv6 /64), the cap is shared by every web
+process: a sorted set in Redis of slot ids scored by their last refresh, so slots of a crashed
+process drop out after ``STREAM_SLOT_SECONDS``; fail-open when Redis is down. Per process it
+is this process's own count of open SSE connections, which needs no Redis at all: whatever else
+fails, one process cannot be made to hold more than ``STREAMS_PER_PROCESS`` streams. Each
+stream also ends after ``STREAM_MAX_SECONDS`` (with a little jitter, so streams opened together
+do not all reconnect together); the browser reconnects with ``Last-Event-ID`` and misses nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from starlette.responses import Response
 
 from app.config import Settings
 from app.ops.metrics import SseConnections
-from app.web.common import client_address, error_response, too_many_requests
+from app.web.common import client_network, error_response, too_many_requests
 
 TOO_MANY_FOR_SENDER = "Há muitas abas acompanhando seus convites. Feche alguma e tente de novo."
 TOO_MANY_FOR_ADDRESS = (
@@ -156,7 +156,7 @@ async def take_stream_slots(request: Request, redis: Redis, sender: str) -> Stre
         raise StreamRefused(response)
     caps = [
         (sender, settings.streams_per_sender, TOO_MANY_FOR_SENDER),
-        (f"endereco:{client_address(request)}", settings.streams_per_address, TOO_MANY_FOR_ADDRESS),
+        (f"endereco:{client_network(request)}", settings.streams_per_address, TOO_MANY_FOR_ADDRESS),
     ]
     taken: list[StreamSlot] = []
     try:

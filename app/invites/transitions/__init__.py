@@ -12,8 +12,7 @@ and a double click never both win.
     expirado | recusado | cancelado → pendente (the person asks)    (again)
     devolvido → pendente (the address corrected)                    (again)
     enviado | incerto → devolvido (a bounce)                        (bounced)
-    enviado | incerto | devolvido | recusado → aceito (the link)    (answered)
-    enviado | incerto | devolvido → recusado (the link)             (answered)
+    enviado | incerto | devolvido → aceito | recusado (the link)    (answered)
     pendente | enviado | incerto | falhou | devolvido → cancelado   (answered)
     enviado | incerto → expirado (no answer in INVITE_TTL_SECONDS)  (answered)
 

@@ -1,7 +1,7 @@
 """The invitee's answer, the sender's cancel, and the sweep's expiry: the ends of an invite.
 
-enviado | incerto | devolvido | recusado → aceito (the link, while live; a click proves arrival)
-enviado | incerto | devolvido → recusado (the link, while live)
+enviado | incerto | devolvido → aceito | recusado (the link, while live; a click proves arrival;
+    either answer is final)
 pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
 enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
 """
@@ -48,10 +48,12 @@ async def accept(db: Database, token: str, ttl_seconds: float) -> Change | None:
 
 async def decline(db: Database, token: str, ttl_seconds: float) -> Change | None:
     """``→ recusado`` through the invite's live link; ``None`` when already answered."""
-    open_states = [s.value for s in ANSWERABLE if s != Status.RECUSADO]
     return await transition(
         db,
-        [_through_live_link(token, ttl_seconds), invites.c.status.in_(open_states)],
+        [
+            _through_live_link(token, ttl_seconds),
+            invites.c.status.in_([s.value for s in ANSWERABLE]),
+        ],
         {"status": Status.RECUSADO.value, "error": None, "next_attempt_at": None},
     )
 
