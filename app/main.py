@@ -214,7 +214,7 @@ async def _client_gone(request: Request, exc: Exception) -> Response:
 
 
 async def _database_error(request: Request, exc: Exception) -> Response:
-    if not isinstance(exc, DBAPIError) or not unavailable(exc):
+    if not unavailable(exc):
         return await _server_error(request, exc)
     # Nothing was written (the transaction rolled back), and the same request will work in a
     # moment.
@@ -287,6 +287,7 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
             HTTPException: _http_error,
             ClientDisconnect: _client_gone,
             DBAPIError: _database_error,
+            ConnectionError: _database_error,
             Exception: _server_error,
         },
     )

@@ -102,6 +102,11 @@ def test_a_database_that_cannot_be_reached_is_told_apart_from_a_failed_statement
     assert unavailable(OperationalError("SELECT 1", {}, orig)) is expected
 
 
+def test_a_connection_refused_while_connecting_is_the_database_being_away() -> None:
+    assert unavailable(ConnectionRefusedError(111, "Connect call failed"))
+    assert not unavailable(ValueError("a bug"))
+
+
 async def test_a_database_that_cannot_be_reached_is_a_pt_br_503_that_saved_nothing(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:

@@ -124,7 +124,7 @@ async def test_saude_is_503_when_the_database_cannot_be_opened(
     settings: Settings, tmp_path: Path, redis: Redis
 ) -> None:
     await beat(redis, WORKERS, "worker-a")
-    response, _ = await saude(replace(settings, database_url=f"sqlite+aiosqlite:///{tmp_path}"))
+    response = await saude(replace(settings, database_url=f"sqlite+aiosqlite:///{tmp_path}"))
 
     assert response.status_code == 503
     assert codes(response.json()) == ["database_unreachable"]

@@ -107,10 +107,15 @@ class Database:
 _SQLITE_UNAVAILABLE = ("database is locked", "unable to open database file", "disk i/o error")
 
 
-def unavailable(exc: DBAPIError) -> bool:
+def unavailable(exc: Exception) -> bool:
     """Whether ``exc`` says the database cannot be reached or used right now (a restart, a
     shutdown, a lost connection, a lock held too long), so the same request may work in a
-    moment; a failed statement (a missing table, a broken constraint) is not that."""
+    moment; a failed statement (a missing table, a broken constraint) is not that. A connection
+    refused or reset while connecting reaches us as the socket's own ``ConnectionError``."""
+    if isinstance(exc, ConnectionError):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
     if exc.connection_invalidated or isinstance(exc, InterfaceError):
         return True
     sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
