@@ -109,12 +109,21 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
+def stack_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of the stack's own: its worker must never take another test's jobs."""
+    server = RedisServer(tmp_path_factory.mktemp("e2e-redis"), free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def running_stack(
-    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer, smtp_server: ScriptedSmtp
+    tmp_path_factory: pytest.TempPathFactory, stack_redis: RedisServer, smtp_server: ScriptedSmtp
 ) -> Iterator[Stack]:
     stack = Stack.migrated(
         tmp_path_factory.mktemp("e2e-stack"),
-        redis_server.url,
+        stack_redis.url,
         smtp_server.port,
         SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
         BATCH_ANNOUNCE_SECONDS=BATCH_ANNOUNCE_SECONDS,
