@@ -1,8 +1,8 @@
-"""Many concurrent callers, one batch at a time: group commit and pipelined enqueues.
+"""Many concurrent callers, one batch at a time: the database's group commit.
 
 A caller hands in an operation and its argument and awaits its own result. One task takes
 everything that is waiting, groups it by operation and runs each group with one call inside one
-resource (a database transaction, a Redis connection). While a batch runs, new callers queue up
+resource (a database transaction). While a batch runs, new callers queue up
 and form the next batch, so batches grow with the load and a lone caller waits for nothing.
 
 A caller gets its result only after the whole batch finished: for group commit that means
@@ -22,11 +22,6 @@ from typing import Any, Generic, TypeVar
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")  # the resource a batch runs in (a connection)
-A = TypeVar("A")  # one caller's argument
-T = TypeVar("T")  # one caller's result
-
-#: Runs one group: every caller's argument in, one result (or exception) per argument out.
-Operation = Callable[[R, Sequence[A]], Awaitable[Sequence[T | BaseException]]]
 
 #: One batch, its callers grouped by operation: ``(operation, arguments)`` in order.
 Groups = list[tuple[Any, list[Any]]]
@@ -56,7 +51,7 @@ class Batcher(Generic[R]):
 
     With ``isolate_failures`` (for transactions), an exception in a batch reruns each caller on
     its own, so one bad row fails only its own caller; without it, every caller of the failed
-    batch gets the exception (a Redis outage fails them all alike, without retrying each).
+    batch gets the exception.
     """
 
     def __init__(
@@ -77,13 +72,8 @@ class Batcher(Generic[R]):
         self._waiting: deque[_Item] = deque()
         self._task: asyncio.Task[None] | None = None
 
-    async def run(self, operation: Operation[R, A, T], argument: A) -> T:
-        """Run ``operation`` for ``argument`` in the next batch and return its own result."""
-        result: T = await self.submit(operation, argument)
-        return result
-
     async def submit(self, operation: object, argument: object) -> Any:
-        """``run`` for an operation of whatever kind this batcher's ``run_groups`` runs."""
+        """Hand ``argument`` to ``operation`` in the next batch and return this caller's result."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Item(operation, argument, future))
         if self._task is None or self._task.done():

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.batching import Batcher
 from app.invites.records import Change
 
 log = logging.getLogger(__name__)
@@ -22,28 +20,17 @@ def sender_channel(sender_id: str) -> str:
     return CHANNEL_PREFIX + sender_id
 
 
-async def _publish_each(redis: Redis, changes: Sequence[Change]) -> list[None]:
-    async with redis.pipeline(transaction=False) as pipe:
-        for change in changes:
-            pipe.publish(sender_channel(change.invite.sender_id), str(change.event_id))
-        await pipe.execute()
-    return [None] * len(changes)
-
-
 class Announcer:
-    """Wake-ups for committed changes: concurrent callers' go out in one pipeline.
+    """Publishes each committed change on its sender's channel.
 
     A Redis outage is logged, not raised: the row and its event are committed, and the live
-    hub's periodic check rings the open pages anyway (``app.live.hub``).
-
-    In a web process, ``ring_here`` (its hub's ``ring``) rings the process's own streams of
-    the sender at once, before the message goes out: they need not wait for the round trip
-    through Redis, which under load waits its turn in the same busy loop. The published message
-    still rings every other process's streams (and this one's again, which reads nothing new).
+    hub's periodic check rings the open pages anyway (``app.live.hub``). In a web process,
+    ``ring_here`` (its hub's ``ring``) rings the process's own streams at once, without waiting
+    for the round trip through Redis.
     """
 
     def __init__(self, redis: Redis, ring_here: Callable[[str], None] | None = None) -> None:
-        self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
+        self._redis = redis
         self._ring_here = ring_here
 
     async def announce(self, change: Change | None) -> None:
@@ -52,7 +39,7 @@ class Announcer:
         if self._ring_here is not None:
             self._ring_here(change.invite.sender_id)
         try:
-            await self._batcher.run(_publish_each, change)
+            await self._redis.publish(sender_channel(change.invite.sender_id), str(change.event_id))
         except (RedisError, OSError) as exc:
             log.warning(
                 "could not announce a change",
@@ -67,4 +54,4 @@ class Announcer:
         await asyncio.gather(*(self.announce(change) for change in changes))
 
     async def close(self) -> None:
-        await self._batcher.close()
+        """Nothing is held between announcements; kept so owners can close every store alike."""

@@ -26,9 +26,7 @@ import os
 import socket
 import time
 import uuid
-from collections import Counter
-from collections.abc import Awaitable, Iterable, Iterator, Sequence
-from contextlib import nullcontext
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -43,7 +41,6 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
-from app.batching import Batcher
 from app.bounces.history import bounce_counts
 from app.invites.records import INVITE
 from app.invites.status import FailureClass, Status
@@ -111,42 +108,26 @@ HISTOGRAMS = (SEND_DURATION, ACCEPTED_TO_SENT)
 
 
 class Observations:
-    """Observations recorded by concurrent jobs share one Redis round trip (``app.batching``):
-    one MULTI for the batch, each histogram's buckets, sum and count summed over it. Each caller
-    still waits until its own observation is in Redis; an outage costs a data point, never a
-    send."""
+    """Histogram observations from the jobs, each one MULTI of its bucket, count and sum. An
+    outage costs a data point, never a send."""
 
     def __init__(self, redis: Redis) -> None:
-        self._batcher: Batcher[Redis] = Batcher(lambda: nullcontext(redis), isolate_failures=False)
+        self._redis = redis
 
     async def observe(self, histogram: RedisHistogram, value: float) -> None:
         try:
-            await self._batcher.run(_observe_all, (histogram, value))
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hincrby(histogram.key, _bucket_field(histogram.bound(value)), 1)
+                pipe.hincrby(histogram.key, "count", 1)
+                pipe.hincrbyfloat(histogram.key, "sum", value)
+                await pipe.execute()
         except Exception as exc:
             log.warning(
                 "could not record a metric", extra={"metric": histogram.name, "error": repr(exc)}
             )
 
     async def close(self) -> None:
-        await self._batcher.close()
-
-
-async def _observe_all(
-    redis: Redis, observations: Sequence[tuple[RedisHistogram, float]]
-) -> list[None]:
-    counts: Counter[tuple[str, str]] = Counter()
-    sums: dict[str, float] = {}
-    for histogram, value in observations:
-        counts[histogram.key, _bucket_field(histogram.bound(value))] += 1
-        counts[histogram.key, "count"] += 1
-        sums[histogram.key] = sums.get(histogram.key, 0.0) + value
-    async with redis.pipeline(transaction=True) as pipe:
-        for (key, field), count in counts.items():
-            pipe.hincrby(key, field, count)
-        for key, total in sums.items():
-            pipe.hincrbyfloat(key, "sum", total)
-        await pipe.execute()
-    return [None] * len(observations)
+        """Nothing is held between observations; kept so owners can close every store alike."""
 
 
 async def count_refused_bounce(redis: Redis, reason: str) -> None:
