@@ -39,7 +39,7 @@ class SmtpSettings:
     use_tls: bool  # implicit TLS (smtps://)
     start_tls: bool  # require STARTTLS (smtp+starttls://)
     timeout: float
-    pool_size: int = 10  # at most this many connections at once, kept open between messages
+    pool_size: int  # at most this many connections at once, kept open between messages
 
     @classmethod
     def from_url(cls, url: str) -> SmtpSettings:
@@ -108,24 +108,21 @@ class Settings:
     signin_links_per_client_per_hour: int
     invites_per_recipient_per_day: int
     sends_per_hour: int
-    return_path: str = "devolucoes@localhost"
-    bounce_listen: tuple[str, int] = ("127.0.0.1", 2525)
-    streams_per_address: int = 60
-    streams_per_process: int = 5000
-    stream_max_seconds: float = 3600.0
-    stream_ping_seconds: float = 15.0
-    metrics_token: str | None = None
-    status_snapshot_seconds: float = 2.0
-    batch_max_rows: int = 1000
-    batch_max_bytes: int = 2 * 1024 * 1024
-    batch_announce_seconds: float = 10.0
-    batch_reviews_per_minute: int = 10
-    allowed_hosts: tuple[str, ...] = ()
-    invite_ttl_seconds: int = 7 * 24 * 3600
-    trusted_proxies: tuple[Network, ...] = (
-        ipaddress.ip_network("127.0.0.1"),
-        ipaddress.ip_network("::1"),
-    )
+    return_path: str
+    bounce_listen: tuple[str, int]
+    streams_per_address: int
+    streams_per_process: int
+    stream_max_seconds: float
+    stream_ping_seconds: float
+    metrics_token: str | None
+    status_snapshot_seconds: float
+    batch_max_rows: int
+    batch_max_bytes: int
+    batch_announce_seconds: float
+    batch_reviews_per_minute: int
+    allowed_hosts: tuple[str, ...]
+    invite_ttl_seconds: int
+    trusted_proxies: tuple[Network, ...]
 
     @property
     def is_dev(self) -> bool:
@@ -187,13 +184,13 @@ def _bool(raw: str) -> bool:
     raise ValueError("must be true or false")
 
 
-def _ops_token(raw: str) -> str | None:
-    # No token: the operator page is off (404), never open.
-    if not raw:
-        return None
-    if len(raw) < 16:
-        raise ValueError("must be at least 16 random characters (or empty to turn /operacao off)")
-    return raw
+def _token(when_empty: str) -> Callable[[str], str | None]:
+    def check(raw: str) -> str | None:
+        if raw and len(raw) < 16:
+            raise ValueError(f"must be at least 16 random characters (or empty {when_empty})")
+        return raw or None
+
+    return check
 
 
 def _return_path(raw: str) -> str:
@@ -208,14 +205,6 @@ def _host_port(raw: str) -> tuple[str, int]:
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("must be host:port, e.g. 127.0.0.1:2525")
     return host.strip("[]"), int(port)
-
-
-def _metrics_token(raw: str) -> str | None:
-    if not raw:
-        return None
-    if len(raw) < 16:
-        raise ValueError("must be at least 16 random characters (or empty for a public /metrics)")
-    return raw
 
 
 def _networks(raw: str) -> tuple[Network, ...]:
@@ -357,7 +346,8 @@ def _read(env: Mapping[str, str]) -> Settings:
         streams_per_sender=_parse(env, "STREAMS_PER_SENDER", "10", _positive_int),
         alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
         alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
-        ops_token=_parse(env, "OPS_TOKEN", "", _ops_token),
+        # No token: the operator page is off (404), never open.
+        ops_token=_parse(env, "OPS_TOKEN", "", _token("to turn /operacao off")),
         signin_ttl_seconds=_parse(env, "SIGNIN_TTL_SECONDS", "900", _positive_int),
         session_ttl_seconds=_parse(env, "SESSION_TTL_SECONDS", str(30 * 24 * 3600), _positive_int),
         signin_links_per_address_per_hour=_parse(
@@ -379,7 +369,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
         stream_ping_seconds=_parse(env, "STREAM_PING_SECONDS", "15", _positive_float),
-        metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
+        metrics_token=_parse(env, "METRICS_TOKEN", "", _token("for a public /metrics")),
         status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
         batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),
         batch_max_bytes=_parse(env, "BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int),
