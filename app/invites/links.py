@@ -1,11 +1,8 @@
 """The invitee's link, ``PUBLIC_URL/c/{token}``: random, hash only, one live link per invite.
 
-The worker issues a new token as it claims each attempt (``issue_for_claims``, in the claim's
-own transaction: ``app.invites.transitions.claim_with_link``), so the mail carries a link that was
-durable before the mail left; issuing it replaces every older link of the invite. A re-send
-replaces them at once (``replace_links``, inside the re-send's transaction), so the old
-mail's link answers 410 "substituído" even before the new mail leaves. Opening a link (GET)
-changes nothing (mail scanners prefetch links); only its buttons (POST) answer.
+Issued in each claim's transaction, so the link is durable before the mail leaves; a re-send
+replaces the old links at once (410 "substituído"). Opening a link changes nothing (mail
+scanners prefetch links); only its buttons (POST) answer.
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)  # 192 bits
 
 
-# Statements built once, their lists bound when they run: the worker issues links every claim
-# batch (see app.invites.transitions.core._keyed_update).
+# Built once, their lists bound when they run (as app.invites.transitions.core._keyed_update).
 _REPLACE = (
     update(invite_links)
     .where(
@@ -105,14 +101,9 @@ def replace_links(conn: Connection, invite_ids: Sequence[int], now: datetime) ->
 
 
 async def issue(db: Database, invite: Invite) -> str | None:
-    """A new link for this attempt of ``invite``, its older links replaced; ``None`` (nothing
-    written) when the attempt is no longer ``enviando`` under this claim: a worker that stalled
-    past its lease must not replace the link of a newer attempt's mail, nor send.
-
-    Committed with other callers' links (group commit: one SELECT, one UPDATE and one INSERT
-    for all of them) before it returns. The worker issues through ``claim_with_link`` instead,
-    ``issue_for_claims`` inside its claim's transaction.
-    """
+    """A new link for this attempt of ``invite``, older links replaced; ``None`` when the
+    attempt is no longer ``enviando`` under this claim (a stalled worker must not replace a
+    newer attempt's link, nor send)."""
     return await db.write_many(issue_each, invite)
 
 
@@ -125,10 +116,8 @@ def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]
 
 
 def issue_for_claims(conn: Connection, claimed: Sequence[Invite]) -> list[str]:
-    """A link for each attempt whose claim this very transaction won (the worker's claim,
-    ``app.invites.transitions.claim_with_link``): its conditional UPDATE … RETURNING was the check,
-    so
-    the rows are not read again inside the write turn."""
+    """A link for each attempt whose claim this transaction won: the claim's conditional
+    UPDATE … RETURNING was the check, so the rows are not read again."""
     links = _write_links(conn, claimed, {(invite.id, invite.attempt) for invite in claimed})
     if any(link is None for link in links):
         raise ValueError("one invite claimed twice in one transaction")

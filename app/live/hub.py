@@ -1,9 +1,4 @@
-"""Each web process's one Redis pub/sub connection, fanned out to the open streams by sender.
-
-A message only rings the streams' doorbells (``Wakeup``); each stream then reads the event rows
-from the database (``app.web.events``). The server stopping rings them all, so each stream ends
-and its response completes.
-"""
+"""Each web process's one Redis pub/sub connection, fanned out to the open streams by sender."""
 
 from __future__ import annotations
 
@@ -32,10 +27,7 @@ START_SECONDS = 2.0
 
 class Wakeup:
     """One open stream's doorbell: set when its sender may have news, cleared by the stream.
-
-    Waiting costs no task: a timer handle rings the bell when the period is up (one stream
-    waits after every wake-up, and a web process holds thousands of streams).
-    """
+    Waiting costs no task (a timer handle rings it): a process holds thousands of streams."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
@@ -60,15 +52,10 @@ class Wakeup:
 class Hub:
     """One Redis pub/sub connection per web process, fanned out to the open streams by sender.
 
-    A message only rings the streams' doorbells: each stream then reads the event rows from the
-    database. If Redis drops, every stream is rung (so it re-reads) and the hub reconnects with
-    a short back-off.
-
-    A wake-up can still be lost (a worker that could not publish while Redis was down). Every
-    ``check_seconds`` the hub reads which senders have events newer than the last check — one
-    primary-key range read per process, however many streams are open — and rings their
-    streams. A stream reads the database only when rung, so a thousand idle streams cost
-    nothing between changes.
+    A message only rings doorbells; each stream then reads the database. If Redis drops,
+    every stream is rung and the hub reconnects. For wake-ups that were lost (a worker could
+    not publish), every ``check_seconds`` one range read finds the senders with newer events
+    and rings their streams; the server stopping rings them all, so each stream ends.
     """
 
     def __init__(
@@ -84,9 +71,8 @@ class Hub:
         self.settle_seconds = settle_seconds
         self.closed = False
         self.streams_ending = False  # the server is stopping: every stream ends
-        # sse-starlette sets each stream response's ``shutdown_event`` when the server starts
-        # stopping; every response is given this one, so one waiter rings every stream at once
-        # (a resting stream would otherwise be cut by the response, not ended cleanly).
+        # Every response gets this ``shutdown_event``: one waiter rings every stream at once,
+        # so a resting stream ends cleanly instead of being cut.
         self.server_stopping = anyio.Event()
         self._streams: dict[str, set[Wakeup]] = {}
         self._tasks: list[asyncio.Task[None]] = []

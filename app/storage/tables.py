@@ -1,10 +1,5 @@
-"""Tables: invites, their append-only event history, the outbox of jobs to enqueue, the
-invitees' links, the bounces received, accounts and their sessions and sign-in links, and the
-team's controls.
-
-SQLAlchemy Core, not the ORM: every write is one explicit statement, and the transitions in
-``app.invites.transitions`` are conditional UPDATEs whose row counts mean something.
-"""
+"""The tables, in SQLAlchemy Core: every write is one explicit statement, and the transitions'
+conditional UPDATEs have row counts that mean something."""
 
 from __future__ import annotations
 
@@ -113,29 +108,15 @@ invites = Table(
 
 
 def unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
-    """``column`` as an expression no index serves (``column || ''``): for a statement whose
-    rows a key finds, where the planner would otherwise take this column's index.
-
-    SQLite keeps no statistics here, so its planner takes ``status = ?`` (an equality on
-    ``ix_invites_status_next_attempt``) over a key ``IN`` list, then reads every row of that
-    status for each statement: every ``pendente`` row of a 10,000 backlog for each batch of
-    claims, every invite on its way for each batch of accepts. Measured: 626 µs per invite for
-    a claim and its verdict in a 10,000 backlog with the status index, 544 µs with the key's;
-    725 and 455 µs per accepted invite. Grouping by ``sender_id`` likewise made it read all of
-    ``ix_invite_events_sender_id`` rather than the id range asked for. PostgreSQL's planner,
-    which has statistics, picks the key's index either way. ``tests/test_query_plans.py``.
-    """
+    """``column`` as an expression no index serves (``column || ''``), for a statement whose
+    rows a key finds: SQLite, without statistics, would otherwise scan every row of that status
+    (or sender) through this column's index (``tests/test_query_plans.py``)."""
     return column.op("||")(literal_column("''"))
 
 
 def keyed_in(columns: tuple[Any, ...]) -> list[Any]:
-    """``(a, b) IN (…)`` in a form an index serves: SQLite searches no index for a row-value
-    ``IN`` of ``VALUES``, so each column gets its own ``IN`` as well (a unique index, the rowid
-    or a two-column index then finds the rows) and the pair's ``IN`` checks the rest.
-
-    The lists are bound when the statement runs (``keyed_params``), so a statement built once
-    serves every batch: SQLAlchemy neither builds its expression nor derives its cache key again
-    (``app.invites.transitions.core``)."""
+    """``(a, b) IN (…)`` in a form an index serves (SQLite searches none for a row-value ``IN``):
+    each column its own ``IN`` too, the lists bound when it runs (``keyed_params``)."""
     per_column = [
         column.in_(bindparam(f"key_{i}", expanding=True)) for i, column in enumerate(columns)
     ]
@@ -291,9 +272,7 @@ bounces = Table(
     Index("ix_bounces_kind_outcome", "kind", "outcome"),
 )
 
-# Switches the team sets on purpose (``app.sending.pause``): one row per switch, in the database so
-# it
-# survives any restart of Redis.
+# Switches the team sets on purpose (``app.sending.pause``): in the database, to survive Redis.
 controls = Table(
     "controls",
     metadata,

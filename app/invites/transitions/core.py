@@ -1,10 +1,5 @@
-"""The machinery every transition shares: one conditional UPDATE, and for each row it won an
-``invite_events`` row (and, when asked, an outbox row), in the same transaction.
-
-These are synchronous functions of a SQLAlchemy ``Connection``: the group commit runs them on
-its writer thread with the synchronous driver (``app.storage.database``), and a transaction of its
-own calls
-them through ``AsyncConnection.run_sync``."""
+"""What every transition shares: one conditional UPDATE, and for each row it won an event row
+(and, when asked, an outbox row) in the same transaction. Synchronous, for ``run_sync``."""
 
 from __future__ import annotations
 
@@ -37,12 +32,8 @@ from app.storage.tables import invite_events, invites, keyed_in, keyed_params, o
 def insert_in_order(
     conn: Connection, table: Any, rows: list[dict[str, Any]], key: str, *returning: Any
 ) -> list[Row[Any]]:
-    """Insert ``rows`` in one multi-row statement; what RETURNING gave, in the order of ``rows``.
-
-    Matched on ``key``, a column whose value is unique among ``rows``. Not SQLAlchemy's
-    ``sort_by_parameter_order``: SQLite does not promise the order of RETURNING, so SQLAlchemy
-    then sends one INSERT per row (60 statements for a group commit of 20 invites).
-    """
+    """Insert ``rows`` in one statement; RETURNING's rows in the order of ``rows``, matched on
+    ``key`` (unique among them): ``sort_by_parameter_order`` would send one INSERT per row."""
     if not rows:
         return []
     column = table.c[key]
@@ -74,11 +65,8 @@ def record_changes(
 ) -> list[Change]:
     """Record one event (and, with ``enqueue``, one outbox row) for each invite that changed.
 
-    Each row is copied from its invite as the caller's statement has just left it, in this
-    transaction (``INSERT … SELECT``: one statement for all, its only parameters the ids), so
-    the caller must not change these invites again before it records them. The rows' own
-    parameters had been a fifth of the worker's write lane, measured alone (docs/benchmarks.md,
-    change log row 32)."""
+    Each row is copied from its invite as the caller's statement left it (``INSERT … SELECT``,
+    only the ids bound), so the caller must not change these invites again before this."""
     if not won:
         return []
     ids = [invite.id for invite in won]
@@ -142,8 +130,7 @@ _NOW = bindparam("now", type_=outbox.c.created_at.type)
 _OUTBOX_FROM_INVITES = _copy_from_invites(
     outbox,
     {
-        # Due when the attempt is (``app.sending.outbox.outbox_values``, which the sweep still
-        # uses).
+        # Due when the attempt is (as ``app.sending.outbox.outbox_values``).
         "invite_id": invites.c.id,
         "attempt": invites.c.attempt,
         "available_at": func.coalesce(invites.c.next_attempt_at, _NOW),
@@ -186,11 +173,8 @@ async def transition(
 def _keyed_update(
     key_names: tuple[str, str], from_status: Status, names: tuple[str, ...]
 ) -> Update:
-    """``transition_each``'s UPDATE for one shape (key columns, status, columns set), built once.
-
-    Its keys and new values are bound when it runs, so a batch costs SQLAlchemy no expression
-    building and no cache-key walk (the statement keeps the key it derived once): on the
-    worker's write lane that Python work had cost more than SQLite's own for a batch of ten."""
+    """``transition_each``'s UPDATE for one shape (key columns, status, columns set), built once:
+    keys and values are bound when it runs, so a batch rebuilds no expression or cache key."""
     key_columns = tuple(invites.c[name] for name in key_names)
     return (
         update(invites)
@@ -209,11 +193,9 @@ def transition_each(
 ) -> list[Change | None]:
     """One conditional UPDATE for many rows (``WHERE (key, attempt) IN … AND status = …``).
 
-    Each key wins or loses on its own, exactly as with one UPDATE per row; a key asked twice
-    in one batch (a redelivered job) wins at most once. The events are one INSERT. The key
-    columns are ``invites``' own, and ``values`` are plain values, bound when the statement
-    runs (not SQL expressions, which ``transition_all`` takes).
-    """
+    Each key wins or loses on its own, as with one UPDATE per row; a key asked twice in one
+    batch (a redelivered job) wins at most once. ``values`` are plain values, not SQL
+    expressions (``transition_all`` takes those)."""
     values.setdefault("updated_at", utcnow())
     statement = _keyed_update(
         (key_columns[0].name, key_columns[1].name), from_status, tuple(sorted(values))

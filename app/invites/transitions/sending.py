@@ -56,13 +56,10 @@ def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[
 
 
 def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
-    """Write ``pendente`` invites, their first events and outbox rows: four statements for all.
+    """Write ``pendente`` invites, their first events and outbox rows in one transaction.
 
-    An invitation to an address its sender already has on the way (``pendente``, ``enviando``,
-    ``enviado``), in the database or earlier in this batch, is not written: it gets a
-    ``Duplicate`` naming the existing one. Checked inside the write transaction, so two double
-    clicks in one batch (or, on SQLite, anywhere) cannot both pass. Run inside one transaction
-    (``Database.write_many`` for group commit); the caller publishes each ``Change.outbox_id``.
+    An address the sender already has on the way (in the database or earlier in this batch)
+    gets a ``Duplicate`` instead, checked inside the transaction so a double click cannot pass.
     """
     now = utcnow()
     existing = on_their_way(conn, requests)
@@ -132,13 +129,8 @@ async def create_invite(
     sender_email: str | None = None,
     message: str | None = None,
 ) -> Change | Duplicate:
-    """Write a ``pendente`` invite (or sign-in mail, ``kind``), its first event and its outbox
-    row in one transaction; or, for an address the sender already has an invite on the way to,
-    a ``Duplicate`` naming it (nothing written).
-
-    Concurrent calls share one durable transaction (group commit); each returns after it
-    committed. The caller publishes the outbox row (``Change.outbox_id``).
-    """
+    """Write a ``pendente`` invite (or sign-in mail), its event and outbox row, or return the
+    ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``."""
     request = NewInvite(
         sender_id, email, name, correlation_id, kind, sender_name, sender_email, message
     )
@@ -189,11 +181,9 @@ def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Cl
 async def claim_with_link(
     db: Database, public_id: str, attempt: int, lease_seconds: float
 ) -> Claimed | None:
-    """``pendente → enviando`` for this attempt (``None``: someone else has it, or had) and, for
-    an invitation, the new link of this attempt (older links replaced) in the same transaction:
-    one durable commit, shared with other jobs' claims, before the mail is built. The link is
-    issued only by the claim that won, so a worker whose lease ran out can never replace a newer
-    attempt's link."""
+    """``pendente → enviando`` for this attempt (``None``: someone else has it) and, for an
+    invitation, its new link in the same transaction: only the claim that won issues a link, so
+    a worker whose lease ran out can never replace a newer attempt's link."""
     return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
 
 
@@ -225,10 +215,7 @@ def _mark_sent_each(conn: Connection, sending: Sequence[Invite]) -> list[Change 
 
 
 async def mark_sent(db: Database, invite: Invite) -> Change | None:
-    """``enviando → enviado``: the mail server accepted the message.
-
-    Committed with other jobs' verdicts (group commit, one UPDATE for all) before it returns.
-    """
+    """``enviando → enviado``: the mail server accepted the message (committed on return)."""
     return await db.write_many(_mark_sent_each, invite)
 
 
@@ -271,9 +258,8 @@ async def mark_failed(
 async def release_claim(
     db: Database, invite: Invite, reason: str, *, due_in: float = 0.0
 ) -> Change | None:
-    """``enviando → pendente``, same attempt, due in ``due_in`` seconds: the worker stopped
-    before any byte of mail left, or the global hourly budget is spent (it goes when it renews).
-    """
+    """``enviando → pendente``, same attempt, due in ``due_in`` seconds: no byte of mail left
+    before the worker stopped, or the hourly budget is spent."""
     now = utcnow()
     return await transition(
         db,
@@ -300,10 +286,8 @@ async def mark_uncertain(db: Database, invite: Invite, reason: str) -> Change | 
 
 
 async def expire_leases(db: Database, reason: str) -> list[Change]:
-    """Every ``enviando`` row whose lease ran out becomes ``incerto`` (never re-sent).
-
-    One conditional UPDATE: a verdict that commits first wins, and this row is left alone.
-    """
+    """Every ``enviando`` row whose lease ran out becomes ``incerto`` (never re-sent); a verdict
+    that commits first wins."""
     async with db.write() as conn:
         return await conn.run_sync(
             transition_all,
