@@ -1,14 +1,8 @@
 """The settle rule, in one place: on PostgreSQL, event ids can become visible out of order.
 
-Two transactions can commit their ``invite_events`` rows out of id order (id 10 visible before
-id 9). Within ``SETTLE_SECONDS`` of being written, every event row is visible. So whoever reads
-"everything after id N" moves N only past events that have settled, and remembers the younger
-ones it already handled:
-
-- ``StreamCursor``: an open stream's position (``app.web.events``);
-- ``TrailingFloor``: the live hub's floor for its check of lost wake-ups (``app.live.hub``).
-
-SQLite has one writer at a time, so its ids are final at once (``exact``).
+Within ``SETTLE_SECONDS`` of being written every event row is visible, so a reader of
+"everything after id N" (a stream's ``StreamCursor``, the hub's ``TrailingFloor``) moves N only
+past settled events and remembers the younger ones it handled. SQLite's ids are final at once.
 """
 
 from __future__ import annotations
@@ -43,12 +37,8 @@ class StreamCursor:
     async def start_at_snapshot(self, db: Database, sender_id: str, newest: int) -> None:
         """A snapshot showed everything up to ``newest``: start at the newest *settled* event.
 
-        The younger events already visible are in the snapshot, so they count as sent; one that
-        commits later under a lower id is still new and is sent when it arrives.
-
-        A stream resumed with ``Last-Event-ID`` starts after that id, as promised to the
-        browser: a lower id committing within the settle time around a reconnect could be
-        missed there (docs/live.md says so).
+        Younger events already visible count as sent; one committing later under a lower id
+        is still new. (A stream resumed with ``Last-Event-ID`` starts after it: docs/live.md.)
         """
         self.position = newest
         if self.exact:

@@ -1,12 +1,9 @@
 """Hand an invite to the SMTP server and say, in words a person understands, what happened.
 
-Errors are sorted into three kinds, because each leads to a different state:
-- ``TransientSendError``: nothing was accepted and trying later may work (refused connection,
-  timeout before DATA, 4xx). The row goes back to ``pendente`` with a backoff.
-- ``PermanentSendError``: the server said no for good (5xx, refused recipient, bad address).
-  Retrying only delays the queue: ``falhou`` at once.
-- ``UnknownOutcomeError``: the connection broke while the message body was being handed over.
-  It may have left. The row becomes ``incerto``; it is never re-sent on its own.
+Errors come in three kinds because each leads to a different state: transient (refused
+connection, timeout before DATA, 4xx → ``pendente`` after a backoff), permanent (5xx, refused
+recipient, bad address → ``falhou``) and unknown (cut while the body was handed over →
+``incerto``, never re-sent on its own).
 """
 
 from __future__ import annotations
@@ -111,13 +108,9 @@ class _StaleConnection(Exception):
 
 
 class Mailer:
-    """Sends messages over SMTP, with a timeout on every step, reusing a few connections.
-
-    At most ``smtp.pool_size`` connections are open at once; a connection goes back to the
-    pool only after a message was accepted on it. Any error closes it. A kept connection that
-    turns out dead (or that the server closes with 421) before the envelope is accepted is
-    replaced by a fresh one: nothing had been handed over, so this is no retry of a send.
-    """
+    """Sends over SMTP with a timeout on every step, reusing at most ``smtp.pool_size``
+    connections. A kept connection found dead before the envelope is accepted is replaced:
+    nothing had been handed over, so that is no retry of a send."""
 
     IDLE_SECONDS = 30.0  # servers drop idle sessions; do not keep ours much longer
 
@@ -127,11 +120,8 @@ class Mailer:
         self._slots = asyncio.Semaphore(smtp.pool_size)
 
     async def send(self, message: OutgoingMail, progress: SendProgress, *, deadline: float) -> None:
-        """Deliver ``message`` to its recipient or raise a ``SendError`` subclass.
-
-        ``deadline`` bounds the whole SMTP conversation, waiting for a free connection included
-        (each step also has the SMTP timeout), so a send always ends well inside the row's lease.
-        """
+        """Deliver ``message`` or raise a ``SendError`` subclass; ``deadline`` bounds the whole
+        conversation (waiting for a connection included), so it ends inside the row's lease."""
         client: aiosmtplib.SMTP | None = None
         try:
             async with asyncio.timeout(deadline), self._slots:

@@ -1,17 +1,8 @@
 """Pausing sending on purpose: ``python -m app pause`` / ``resume`` and the ``/operacao`` button.
 
-The switch is a row in the database (``controls``), not a Redis key: the team paused for a
-reason (a mail provider in trouble, a bad template), and a Redis restart without persistence
-must not quietly start sending again. While paused:
-
-- workers claim nothing (``python -m app worker`` stops polling; any worker's job leaves the row
-  ``pendente`` untouched, and the sweep enqueues it again after the resume);
-- new invites are accepted as ``pendente`` as always;
-- the person's page says sending was paused by the team and their invite goes when it resumes;
-- ``/saude`` reports ``envio.pausado`` (not as a problem, and ``pending_too_old`` is not raised).
-
-Readers share the answer for a second (``pause_flag``), so a resume reaches the workers and
-pages within a second or two.
+A row in the database (``controls``), not a Redis key: a Redis restart must not quietly start
+sending again. While paused, workers claim nothing, new invites wait as ``pendente``, pages say
+so, and ``/saude`` reports it without alarm. Readers share the answer for a second.
 """
 
 from __future__ import annotations
@@ -125,9 +116,8 @@ class SendingNotice:
         return NO_WORKER if await self.no_worker() else None
 
     async def now(self) -> str | None:
-        """The same answer read now, not from the shared second-old one: what a page renders
-        (and a stream says first) must not be older than the moment it is shown. The fresh
-        answer replaces the shared one, so the streams that follow cannot say an older one."""
+        """The answer read now (and shared from then on): what a page renders must not be older
+        than the moment it is shown."""
         if await self.flag.read_now() is not None:
             return BY_TEAM
         return NO_WORKER if await self.no_worker.read_now() else None

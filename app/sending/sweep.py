@@ -1,15 +1,8 @@
 """The reconciliation sweep: what no request and no job will do on its own.
 
-- publish the outbox rows whose fast path failed (Redis was down, the web crashed);
-- ``enviando`` rows whose lease ran out become ``incerto`` (never re-sent behind anyone's back);
-- ``pendente`` rows whose job is gone from Redis (a restart without persistence) get a new
-  outbox row and job;
-- ``enviado``/``incerto`` invites unanswered ``INVITE_TTL_SECONDS`` after the mail left become
-  ``expirado``.
-
-The worker runs it as an arq cron every 2 s and at start-up; ``python -m app reconcile`` runs
-one pass. It needs a database, a Redis client, a ``Publisher`` and an ``Announcer``, nothing of
-arq's job context.
+It publishes outbox rows whose fast path failed, turns expired leases ``incerto``, re-enqueues
+``pendente`` rows whose job Redis lost, and expires unanswered invites. An arq cron of the
+worker, and ``python -m app reconcile``; it needs nothing of arq's job context.
 """
 
 from __future__ import annotations
@@ -57,11 +50,8 @@ class Sweep:
 async def overdue_pending(
     db: Database, due_before: datetime, limit: int = 500
 ) -> list[tuple[Invite, str | None]]:
-    """``pendente`` rows due before ``due_before``, each with the job id last published for it.
-
-    The sweep asks Redis whether that job is still alive (``None``: no job was ever published).
-    Rows whose newest outbox entry is still unpublished are left to the relay.
-    """
+    """``pendente`` rows due before ``due_before``, each with its last published job id (to ask
+    Redis about); rows whose newest outbox entry is unpublished are left to the relay."""
     # Each row's newest outbox entry, looked up on ix_outbox_invite_id (not a GROUP BY of the
     # whole outbox, every sweep: it only grows).
     entries = outbox.alias("entries")

@@ -1,23 +1,9 @@
 """The invite state machine: every status change lives in this package, and nowhere else.
 
-Each transition is one conditional ``UPDATE … WHERE status = …`` plus one ``invite_events``
-row per row it changed, in one transaction (``core``). A transition that finds the row in
-another state changes nothing and returns ``None``: that is how two workers, a redelivered job
-and a double click never both win.
-
-    pendente → enviando → enviado | pendente (retry) | falhou      (sending)
-    enviando → incerto (lease expired, or the send broke mid-DATA)  (sending)
-    enviando → pendente (graceful stop before DATA)                 (sending)
-    falhou | incerto → pendente (the person, or an operator, asks)  (again)
-    expirado | recusado | cancelado → pendente (the person asks)    (again)
-    devolvido → pendente (the address corrected)                    (again)
-    enviado | incerto → devolvido (a bounce)                        (bounced)
-    enviado | incerto | devolvido → aceito | recusado (the link)    (answered)
-    pendente | enviado | incerto | falhou | devolvido → cancelado   (answered)
-    enviado | incerto → expirado (no answer in INVITE_TTL_SECONDS)  (answered)
-
-No web, no Redis here; callers publish the returned changes (``app.sending.queue.Publisher``) and
-announce them (``app.live.wakeups.Announcer``).
+Each transition is one conditional ``UPDATE … WHERE status = …`` plus an event row per row it
+changed, in one transaction (``core``); a row found in another state changes nothing (``None``),
+so two workers, a redelivered job and a double click never both win. Each module lists its
+arrows. No web, no Redis here: callers publish and announce the returned changes.
 """
 
 from app.invites.transitions.again import correct_and_resend, request_resend, request_resend_many

@@ -49,11 +49,8 @@ async def _resend(db: Database, where: list[Any], values: dict[str, Any]) -> lis
 
 
 async def request_resend(db: Database, sender_id: str, public_id: str) -> Change | None:
-    """``falhou | incerto | expirado | recusado | cancelado → pendente``: a new attempt with a
-    fresh retry budget, and a new link (the old one stops working now).
-
-    ``None`` when the invite is in any other state (a double click's second request lands here).
-    """
+    """``falhou | incerto | expirado | recusado | cancelado → pendente``: a new attempt, a fresh
+    retry budget and a new link; ``None`` from any other state (a double click's second)."""
     changes = await _resend(
         db,
         [
@@ -76,10 +73,7 @@ async def request_resend_many(
 ) -> list[Change]:
     """An operator's bulk retry: ``status → pendente`` for every invite in ``status`` (one of
     ``falhou``/``incerto``) whose reason is ``reason`` (exact) or contains ``reason_contains``.
-
-    One conditional UPDATE (still in ``status``, still with that reason) over the oldest
-    ``limit`` such rows; each row it wins gets its own event and outbox row, like
-    ``request_resend``. The caller publishes the outbox rows.
+    One conditional UPDATE over the oldest ``limit``; the caller publishes the outbox rows.
     """
     if status not in RETRYABLE_IN_BULK:
         raise ValueError(
@@ -99,10 +93,7 @@ async def correct_and_resend(
     db: Database, sender_id: str, public_id: str, email: str
 ) -> Change | None:
     """``devolvido → pendente`` with the address the person corrected: a new attempt, a fresh
-    retry budget, its own outbox row. The bounce stays in the history.
-
-    ``None`` when the invite is not (or no longer) ``devolvido``.
-    """
+    retry budget, its own outbox row; ``None`` unless still ``devolvido``."""
     changes = await _resend(
         db,
         [

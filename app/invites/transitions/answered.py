@@ -59,11 +59,8 @@ async def decline(db: Database, token: str, ttl_seconds: float) -> Change | None
 
 
 async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
-    """``→ cancelado`` by its sender, before any answer; its link then answers 410.
-
-    A ``pendente`` invite's claim (conditional on ``pendente``) loses afterwards: never sent.
-    ``None`` when the invite is answered, sending right now, or already closed.
-    """
+    """``→ cancelado`` by its sender, before any answer (a later claim loses: never sent);
+    ``None`` when answered, sending right now, or already closed."""
     return await transition(
         db,
         [
@@ -84,11 +81,8 @@ async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
 async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) -> list[Change]:
     """Every ``enviado``/``incerto`` invitation whose live link was issued more than
     ``ttl_seconds`` ago, unanswered, becomes ``expirado``.
-
-    Counted from the link, not from ``sent_at``: a re-send's new attempt carries a new link and
-    a full period, and a row written before links existed (no link) is never expired. One
-    conditional UPDATE over the oldest ``limit``: an answer that commits first wins. The link
-    stays, and answers 410 "expirado".
+    Counted from the link, so a re-send gets a full period and a row without a link never
+    expires; an answer that commits first wins.
     """
     horizon = utcnow() - timedelta(seconds=ttl_seconds)
     old_link = exists(

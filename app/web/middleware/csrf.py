@@ -1,14 +1,8 @@
 """CSRF: every state-changing request carries a token only this sender's pages can know.
 
-The token is an HMAC of the browser's id (``visitante`` in the signed session cookie) with
-``SECRET_KEY``, so it needs no storage and lives as long as the cookie; signing in gives the
-browser a new id, so a token seen before sign-in is worthless after it. Pages put it in a hidden
-``csrf_token`` form field and in ``<meta name="csrf-token">``; htmx sends it as ``X-CSRF-Token``
-(set with ``hx-headers`` on ``<body>``); JSON clients read ``csrf_token`` from ``GET /entrar``
-or ``GET /convites`` and send the same header. A POST/PUT/PATCH/DELETE without a valid token
-gets 403 before any endpoint runs. Requests under ``/operacao`` carrying ``Authorization: Bearer
-<OPS_TOKEN>`` are not checked: browsers never send one on their own, so they cannot be forged
-from another site.
+An HMAC of the browser's id (in the session cookie) with ``SECRET_KEY``: no storage, and
+worthless after sign-in gives the browser a new id. Sent as the ``csrf_token`` field or the
+``X-CSRF-Token`` header; an unsafe method without a valid one gets 403 before any endpoint.
 """
 
 from __future__ import annotations
@@ -61,11 +55,8 @@ def csrf_token_global(context: Any, request: Request | None = None) -> str:
 
 @pass_context
 def csrf_field(context: Any) -> Markup:
-    """Jinja: ``{{ csrf_field() }}`` inside every ``<form method="post">``.
-
-    A fragment rendered without a request (an SSE row) gets no field: it only exists on a page
-    running htmx, which sends the token from ``<body hx-headers>`` with every request.
-    """
+    """Jinja: ``{{ csrf_field() }}`` inside every ``<form method="post">``; none without a
+    request (an SSE row lives on a page whose htmx sends the header)."""
     token = csrf_token_global(context)
     if not token:
         return Markup("")
@@ -110,11 +101,8 @@ async def _form_token(scope: Scope, body: bytes, receive: Receive) -> str | None
 
 
 class CsrfMiddleware:
-    """Pure ASGI, inside the session middleware: refuse unsafe methods without a valid token.
-
-    Safe methods pass through untouched (so SSE streams are never buffered). A form body is
-    read here (the body-size limit outside bounds it) and replayed to the endpoint.
-    """
+    """Pure ASGI (SSE streams pass unbuffered): refuse unsafe methods without a valid token;
+    a form body is read here, bounded by the body limit outside, and replayed."""
 
     def __init__(self, app: ASGIApp, secret_key: str, ops_token: str | None = None) -> None:
         self.app = app
