@@ -1,11 +1,9 @@
 """``/operacao``: the operator page, behind ``OPS_TOKEN`` (not mounted at all without one).
 
-Two ways in: ``Authorization: Bearer <OPS_TOKEN>`` (scripts, curl) or the login form, which
-sets a signed cookie of its own (``convites_operacao``: HttpOnly, SameSite=Strict, path
-``/operacao``, 12 hours) so the browser's EventSource can follow the live panel. The cookie
-holds an HMAC fingerprint of the token and a session id (``app.ops.auth``): changing
-``OPS_TOKEN`` signs everyone out, and "Sair" is remembered by the server. No credentials: 401;
-a wrong token: 403; too many wrong tokens from one network (IPv4 address, IPv6 /64): 429.
+Two ways in: ``Authorization: Bearer <OPS_TOKEN>`` (scripts) or the login form's signed cookie
+(so the browser's EventSource can follow the live panel). The cookie holds a fingerprint of the
+token and a session id: changing ``OPS_TOKEN`` signs everyone out, and "Sair" is remembered by
+the server. No credentials: 401; a wrong token: 403; too many from one network: 429.
 """
 
 from __future__ import annotations
@@ -56,6 +54,18 @@ def _serializer(settings: Settings) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(settings.secret_key, salt="convites-operacao")
 
 
+def _cookie_session(request: Request) -> dict[str, Any] | None:
+    """The operator cookie's content, if it is ours, fresh and well formed."""
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return None
+    try:
+        value = _serializer(settings_of(request)).loads(cookie, max_age=COOKIE_MAX_AGE)
+    except BadSignature:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("s"), str) else None
+
+
 async def _verdict(request: Request) -> bool | None:
     """True: let in. False: a wrong token was offered. None: no credentials at all."""
     settings = settings_of(request)
@@ -63,19 +73,11 @@ async def _verdict(request: Request) -> bool | None:
     header = request.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return hmac.compare_digest(header[7:].strip().encode(), token.encode())
-    cookie = request.cookies.get(COOKIE)
-    if cookie:
-        try:
-            value = _serializer(settings).loads(cookie, max_age=COOKIE_MAX_AGE)
-        except BadSignature:
-            return None
-        if not isinstance(value, dict) or not isinstance(value.get("s"), str):
-            return None
-        expected = ops_auth.fingerprint(settings.secret_key, token)
-        if not hmac.compare_digest(str(value.get("f")), expected):
-            return None
-        return None if await ops_auth.logged_out(request.state.redis, value["s"]) else True
-    return None
+    value = _cookie_session(request)
+    expected = ops_auth.fingerprint(settings.secret_key, token)
+    if value is None or not hmac.compare_digest(str(value.get("f")), expected):
+        return None
+    return None if await ops_auth.logged_out(request.state.redis, value["s"]) else True
 
 
 def _too_many_failures(request: Request, wait: int) -> Response:
@@ -193,14 +195,9 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     """POST /operacao/sair: the server remembers this session is over, not only the browser."""
-    cookie = request.cookies.get(COOKIE)
-    if cookie:
-        try:
-            value = _serializer(settings_of(request)).loads(cookie, max_age=COOKIE_MAX_AGE)
-        except BadSignature:
-            value = None
-        if isinstance(value, dict) and isinstance(value.get("s"), str):
-            await ops_auth.remember_logout(request.state.redis, value["s"], COOKIE_MAX_AGE)
+    value = _cookie_session(request)
+    if value is not None:
+        await ops_auth.remember_logout(request.state.redis, value["s"], COOKIE_MAX_AGE)
     response = RedirectResponse("/operacao", status_code=303)
     response.delete_cookie(COOKIE, path="/operacao")
     return response
