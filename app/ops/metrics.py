@@ -1,19 +1,8 @@
-"""Prometheus metrics that stay right with many web and worker processes.
-
-Nothing that matters lives in one process's memory:
-- counters (created, sent, failed by class, attempts) are counts of database rows, read at
-  scrape time: every process, past and present, wrote those rows;
-- gauges (queue depth, oldest pending, live workers, invites per status) come from the health
-  summary, read at scrape time from the database and Redis;
-- the two histograms (send duration, accepted→sent latency) are observed by the workers into
-  Redis hashes (``HINCRBY`` per bucket), so every worker adds to one shared histogram;
-- bounces the receiver refused at SMTP time (forged, unknown, too many recipients, too big)
-  leave no row: each receiver adds them to one Redis hash (``HINCRBY`` per reason);
-- open SSE connections: each web process keeps its own count and writes it to a Redis hash
-  with a timestamp (``SseConnections.publish``); the scrape sums the fresh entries, so a web
-  process that died stops counting after ``3 × ALARM_CHECK_SECONDS``.
-
-Any web process can answer a scrape; they all give the same numbers.
+"""Prometheus metrics that stay right with many web and worker processes: any of them answers a
+scrape with the same numbers, since nothing lives in one process's memory. Counters are counts of
+database rows; gauges come from the health summary; histograms and refused bounces are Redis
+hashes every process adds to; open SSE connections are each web process's count, stamped in a
+Redis hash, so a process that died stops counting.
 """
 
 from __future__ import annotations
@@ -26,9 +15,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -270,12 +259,12 @@ class SnapshotCollector(Collector):
         yield up
         yield _gauge("convites_healthy", "1 when /saude would answer 200.", health.healthy)
         if health.database is not None:
-            per_status = GaugeMetricFamily(
-                "convites_invites", "Invites in each status now.", labels=["status"]
+            yield _labelled(
+                GaugeMetricFamily(
+                    "convites_invites", "Invites in each status now.", labels=["status"]
+                ),
+                health.database.counts,
             )
-            for status, count in sorted(health.database.counts.items()):
-                per_status.add_metric([status], count)
-            yield per_status
             yield _gauge(
                 "convites_oldest_pending_age_seconds",
                 "How long the most overdue pendente invite has waited for a worker (0: none).",
@@ -297,34 +286,42 @@ class SnapshotCollector(Collector):
             yield _counter(
                 "convites_send_attempts", "Attempts a worker claimed (enviando).", snap.attempts
             )
-            failed = CounterMetricFamily(
-                "convites_invites_failed",
-                "Invites that became falhou or incerto, by reason class.",
-                labels=["reason_class"],
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_invites_failed",
+                    "Invites that became falhou or incerto, by reason class.",
+                    labels=["reason_class"],
+                ),
+                snap.failed or {},
             )
-            for kind, count in sorted((snap.failed or {}).items()):
-                failed.add_metric([kind], count)
-            yield failed
-            yield _bounces(snap.bounces or {})
-            endings = CounterMetricFamily(
-                "convites_invite_endings",
-                "Invites that were answered (aceito, recusado), expired or cancelled.",
-                labels=["status"],
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_bounces",
+                    "Bounces received, by class (permanent, delayed, other, unreadable) and by "
+                    "what they did (devolvido, history, stale, unknown_invite).",
+                    labels=["class", "outcome"],
+                ),
+                snap.bounces or {},
             )
-            for status, count in sorted((snap.endings or {}).items()):
-                endings.add_metric([status], count)
-            yield endings
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_invite_endings",
+                    "Invites that were answered (aceito, recusado), expired or cancelled.",
+                    labels=["status"],
+                ),
+                snap.endings or {},
+            )
         if snap.bounces_refused is not None:
-            refused = CounterMetricFamily(
-                "convites_bounces_refused",
-                "Recipients and messages the bounce receiver refused at SMTP time, by reason "
-                "(not_ours, forged, unknown_invite, stale_attempt, settled, not_yet, "
-                "too_many_recipients, oversize).",
-                labels=["reason"],
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_bounces_refused",
+                    "Recipients and messages the bounce receiver refused at SMTP time, by reason "
+                    "(not_ours, forged, unknown_invite, stale_attempt, settled, not_yet, "
+                    "too_many_recipients, oversize).",
+                    labels=["reason"],
+                ),
+                snap.bounces_refused,
             )
-            for reason, count in sorted(snap.bounces_refused.items()):
-                refused.add_metric([reason], count)
-            yield refused
         if snap.sse_connections is not None:
             yield _gauge(
                 "convites_sse_connections",
@@ -342,15 +339,10 @@ class SnapshotCollector(Collector):
             )
 
 
-def _bounces(counts: dict[tuple[str, str], int]) -> CounterMetricFamily:
-    family = CounterMetricFamily(
-        "convites_bounces",
-        "Bounces received, by class (permanent, delayed, other, unreadable) and by what they did "
-        "(devolvido, history, stale, unknown_invite).",
-        labels=["class", "outcome"],
-    )
-    for (kind, outcome), count in sorted(counts.items()):
-        family.add_metric([kind, outcome], count)
+def _labelled(family: GaugeMetricFamily | CounterMetricFamily, counts: Mapping[Any, int]) -> Metric:
+    """``family`` with one sample per key of ``counts`` (a label value, or a tuple of them)."""
+    for key, count in sorted(counts.items()):
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], count)
     return family
 
 
