@@ -1,6 +1,4 @@
-"""What the pages and the live feed read: a sender's page of invites, one invite's history, and
-the event feed. Reads only; every change goes through ``app.invites.transitions``.
-"""
+"""What the pages and the live feed read. Reads only; changes go through ``transitions``."""
 
 from __future__ import annotations
 
@@ -56,18 +54,13 @@ async def invite_page(
     kind: str = INVITE,
     statuses: Sequence[Status] | None = None,
 ) -> Page:
-    """The sender's invites older than row ``before`` (or the newest), ``limit`` of them; only
-    those in ``statuses`` when given (the list's filter).
-
-    The cursor is read before the rows, so a stream that starts from it re-sends (never skips)
-    a change that lands in between.
-    """
+    """The sender's invites older than row ``before`` (or the newest), only ``statuses`` if
+    given; the cursor is read first, so a stream from it re-sends (never skips) a change."""
     query = select(invites).where(invites.c.sender_id == sender_id, invites.c.kind == kind)
     if before is not None:
         query = query.where(invites.c.id < before)
     if statuses is not None:
         query = query.where(invites.c.status.in_([status.value for status in statuses]))
-    # One connection, and on SQLite one hop to the read lane, for its three statements.
     return await db.read_sync(_invite_page, sender_id, query.order_by(invites.c.id.desc()), limit)
 
 
@@ -135,8 +128,8 @@ async def invite_history(db: Database, invite_id: int) -> list[Event]:
     return [record_from(Event, row) for row in rows]
 
 
-#: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite allows at most 500
-#: terms in one compound SELECT; each shape's compiled form is kept, so it stays small).
+#: (sender, cursor) pairs per statement of ``events_since_many`` (SQLite takes at most 500
+#: terms in one compound SELECT).
 READS_PER_STATEMENT = 64
 
 
@@ -152,19 +145,13 @@ class EventMark:
 async def events_since_many(
     db: Database, reads: Sequence[tuple[str, int]], limit: int = 500
 ) -> list[list[tuple[EventMark, Invite, int]]]:
-    """The live feed's read: for each (sender, cursor) pair, the sender's events newer than the
-    cursor (oldest first, at most ``limit``), each with its invite as it is now and the id of
-    that invite's newest event as it was read; in the order asked.
-
-    One narrow statement per ``READS_PER_STATEMENT`` pairs (each pair its own primary-key
-    range), then one for the invites they name, on one connection (``Database.read_sync``:
-    on SQLite the whole read is one hop to the read lane)."""
+    """The live feed's read: for each (sender, cursor) pair, the sender's newer events (oldest
+    first, at most ``limit``), each with its invite now and that invite's newest event id."""
     return await db.read_sync(_events_since_many, reads, limit)
 
 
 async def warm_live_reads(db: Database) -> None:
-    """Compile every shape of the live feed's read once, before a stream needs it: the first
-    read of a shape compiles its SQL while every stream it answers waits (``_shape``)."""
+    """Compile every shape of the live feed's read before a stream has to wait for it."""
     await db.read_sync(_warm_live_reads)
 
 
@@ -202,10 +189,8 @@ def _events_since_many(
     ]
 
 
-#: Each invite with the newest of its events at the moment it is read. The invites are read
-#: after their events, in a statement of their own (its own snapshot on PostgreSQL): a row
-#: that changed in between is as new as that newest event, and the feed labels it so, or the
-#: page would take the next read of that same change for news and say it twice.
+#: Each invite with its newest event id as read: a row that changed after its events were read
+#: is labelled that new, or the next read of the same change would be said twice.
 _INVITES_BY_ID = select(
     invites,
     select(func.max(invite_events.c.id))
@@ -224,8 +209,7 @@ _STATEMENTS: dict[int, Any] = {}
 
 
 def _events_since_statement(count: int) -> Any:
-    """One statement object per shape, built once: SQLAlchemy memoizes its cache key and keeps
-    its compiled form, so a round of reads costs no SQL compilation."""
+    """One statement object per shape, built once, so a round of reads compiles no SQL."""
     size = _shape(count)
     statement = _STATEMENTS.get(size)
     if statement is None:
@@ -253,8 +237,7 @@ def _events_since_statement(count: int) -> Any:
 async def events_since(
     db: Database, sender_id: str, after_id: int, limit: int = 500
 ) -> list[tuple[Event, Invite]]:
-    """The sender's events newer than ``after_id``, oldest first, each with its invite now
-    (one stream's own read: a batch page walks its batch's rows in pages of ``limit``)."""
+    """The sender's events newer than ``after_id``, oldest first, each with its invite now."""
     event_columns = [column.label(f"event_{column.name}") for column in invite_events.c]
     query = (
         select(*event_columns, invites)
@@ -307,8 +290,8 @@ async def settled_event_ids(
 
 
 async def senders_with_events_after(db: Database, after_id: int) -> dict[str, int]:
-    """Each sender with events newer than ``after_id``, and its newest event id (one range
-    scan of the primary key: the live hub's check for wake-ups that never arrived)."""
+    """Each sender with events newer than ``after_id`` and its newest event id (one range scan:
+    the hub's check for lost wake-ups)."""
     sender = unindexed(invite_events.c.sender_id)  # not a scan of its index, for the order
     query = (
         select(sender, func.max(invite_events.c.id))

@@ -1,15 +1,8 @@
 """``GET /convites/eventos``: one server-sent event stream per page, scoped to the sender.
 
-The database is the truth; a Redis pub/sub message only wakes the stream up (``app.live.Hub``,
-whose periodic check also rings a stream whose wake-up was lost). After each wake-up the stream
-reads the sender's event rows newer than its cursor and sends each changed invite as
-its rendered row (``_invite_row.html``), with the newest event id as the SSE id; the streams
-that wake together share one read and each row's bytes (``app.live.feed``). A stream that
-starts without a cursor first sends the current state of the sender's visible rows.
-
-The response is sse-starlette's ``EventSourceResponse``: its pings keep proxies from closing a
-quiet stream, it ends the stream when the client hangs up, and on server shutdown it sets the
-hub's ``server_stopping`` event, which rings every stream so each ends and completes.
+The database is the truth; a wake-up (``app.live.hub``) only makes the stream read the rows
+newer than its cursor (``app.live.feed``) and send each as its rendered row. Without a cursor it
+first sends the sender's visible rows as they are.
 """
 
 from __future__ import annotations
@@ -54,9 +47,8 @@ SLOT_REFRESH_SECONDS = 600
 
 
 def cursor_from(request: Request) -> int | None:
-    """Where the browser is: the ``Last-Event-ID`` header its EventSource sends on reconnect, or
-    ``?depois=`` (the page's own cursor, since a fresh EventSource sends no header).
-    Raises ``BadParameter`` for anything but ASCII digits."""
+    """Where the browser is: ``Last-Event-ID`` (a reconnect) or ``?depois=`` (the page's own
+    cursor, as a fresh EventSource sends no header); ``BadParameter`` unless ASCII digits."""
     candidates = [
         whole_number(request.headers.get("last-event-id"), "Last-Event-ID"),
         whole_number(request.query_params.get("depois"), "depois"),
@@ -104,8 +96,7 @@ class Stream:
 
     async def snapshot(self) -> list[ServerSentEvent]:
         """The sender's visible rows as they are now, oldest first (the page puts each on top)."""
-        # The cursor is placed before the rows are read: what it counts as sent, they show, and
-        # anything newer is sent again later, never lost.
+        # The cursor is placed first: anything newer than the rows is sent again, never lost.
         newest = await queries.last_event_id(self.db, self.sender)
         await self.cursor.start_at_snapshot(self.db, self.sender, newest)
         page = await queries.invite_page(self.db, self.sender, kind=self.kind)
@@ -114,13 +105,12 @@ class Stream:
         ]
 
     async def changes(self) -> list[bytes]:
-        """Each invite changed since the cursor, once, as it is now: read and rendered once for
-        every stream of this process that asks in the same moment (``LiveFeed``)."""
+        """Each invite changed since the cursor, once, as it is now (``LiveFeed``)."""
         return await self.feed.changes(self.sender, self.cursor)
 
     async def notice(self) -> ServerSentEvent | None:
-        """The paused notice, when it changed since the last one this stream sent (the first
-        one read now: the page it follows was rendered from a fresh read too)."""
+        """The paused notice, when it changed since this stream last sent it (the first read
+        fresh, like the page it follows)."""
         first = self.paused == ""
         paused = await (self.paused_check.now() if first else self.paused_check())
         if paused == self.paused:
@@ -133,18 +123,13 @@ class Stream:
         return self.hub.streams_ending or clock.monotonic() >= self.ends_at
 
     def period(self) -> float:
-        """How long the stream may rest: until the paused notice is due again or its end,
-        whichever comes first."""
+        """How long the stream may rest: until the paused notice is due again, or its end."""
         now = clock.monotonic()
         return max(0.0, min(self.settings.worker_heartbeat_seconds, self.ends_at - now))
 
     async def rest(self, wakeup: Wakeup) -> bool:
-        """Until a wake-up (True: read the database) or ``period()``.
-
-        The server stopping rings the same bell (``Hub.end_streams``); wake-ups that never
-        arrived are rung by the hub's own periodic check (``app.live.Hub``), not found by every
-        stream. A client hanging up cancels the stream where it rests (``EventSourceResponse``).
-        """
+        """Until a wake-up (True: read the database) or ``period()``; the server stopping rings
+        the same bell."""
         if self.ending:
             return True
         return await wakeup.wait(self.period())
@@ -187,11 +172,8 @@ class Stream:
 
 
 async def stream(request: Request) -> Response:
-    """GET /convites/eventos: this sender's changes as server-sent events.
-
-    Signed in: the account's invites. Signed out (the sign-in page): this browser's own sign-in
-    mails, scoped to its id exactly as invites are scoped to an account.
-    """
+    """GET /convites/eventos: this sender's changes as server-sent events (signed out: this
+    browser's own sign-in mails, scoped to its id as invites are to an account)."""
     account = await identify(request)
     scope, kind = (
         (visitor_id(request), SIGNIN_MAIL) if account is None else (account.public_id, INVITE)
@@ -204,12 +186,8 @@ async def stream(request: Request) -> Response:
 
 
 async def serve(request: Request, live: Stream) -> Response:
-    """``live`` as an SSE response: under the stream caps (429/503 when refused), counted while
-    open, its slot given back however it ends. The batch page's stream is served the same way.
-
-    A ``HEAD`` (Starlette answers one on every ``GET`` route) takes no slot: sse-starlette
-    answers it with the headers alone and never starts the body, so nothing would give a slot
-    back."""
+    """``live`` as an SSE response under the stream caps, counted while open, its slot given
+    back however it ends. A ``HEAD`` takes no slot: its body never starts to give one back."""
     if request.method == "HEAD":
         return EventSourceResponse(iter(()))
     try:
