@@ -2,16 +2,9 @@
 monotonic reading for every TTL, cache and deadline; and how long something took, in the short
 words the operator page and the CLI print.
 
-How tests move time (the decision). Wall time is moved by ``time-machine`` (a test-only
-dependency): it patches ``datetime.now`` and ``time.time`` in the whole process, so every
-``utcnow()`` here and every ``time.time()`` score in Redis moves with it. Since its 3.0,
-time-machine leaves ``time.monotonic`` alone on purpose (moving it freezes asyncio's event loop)
-and asks code to read monotonic time through a function that the tests replace in one place.
-That place is ``monotonic()`` below: the app reads it as ``clock.monotonic()`` (attribute access,
-never ``from app.clock import monotonic``) so the tests' ``clock`` fixture
-(``tests/fixtures.py``) can move it together with the wall clock by the same number of seconds.
-Processes the tests start (uvicorn, arq workers) keep the real clock: tests of them wait for the
-state they expect with an overall deadline and never assert how long something took.
+Tests move wall time with ``time-machine``, which leaves ``time.monotonic`` alone (moving it
+would freeze asyncio's loop); so the app reads ``clock.monotonic()`` (never ``from app.clock
+import monotonic``) and the tests' ``clock`` fixture moves it by the same seconds.
 """
 
 from __future__ import annotations

@@ -43,21 +43,17 @@ class JsonFormatter(logging.Formatter):
 
 
 class QuietSweeps(logging.Filter):
-    """Drop arq's start/finish lines for the reconciliation cron (every few seconds, forever).
-
-    What a sweep did is logged by the sweep itself when it did anything.
-    """
+    """Drop arq's start/finish lines for the reconciliation cron (every few seconds, forever):
+    the sweep logs what it did when it did anything."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "cron:reconcile" not in record.getMessage()
 
 
 class QuietJobs(logging.Filter):
-    """Drop arq's own start (``→``) and finish (``←``) line of every job, before they are
-    formatted: the worker's ``sending`` and ``attempt finished`` lines say the same with the
-    invite, the attempt and the correlation id, and at hundreds of jobs a second the doubled
-    lines cost the worker a tenth of its time (docs/benchmarks.md, change log). arq's failures,
-    retries and start-up and shutdown lines stay."""
+    """Drop arq's own start (``→``) and finish (``←``) line of every job before it is formatted:
+    the worker's own lines say the same with the invite and attempt, and doubled lines cost the
+    worker real time under load. arq's failures, retries, start-up and shutdown lines stay."""
 
     QUIET = frozenset({"%6.2fs → %s(%s)%s", "%6.2fs ← %s ● %s"})  # arq/worker.py, run_job
 

@@ -1,12 +1,8 @@
 """The child processes of ``python -m app dev``, kept running the way a person expects.
 
-- A child that crashes (any exit a person did not ask for, SIGKILL included) is started again
-  after a short backoff (``FIRST_BACKOFF_SECONDS``, doubling up to ``MAX_BACKOFF_SECONDS``;
-  back to the first step once it has run for ``STABLE_SECONDS``), and the restart is printed.
-- A child marked ``stoppable`` (the worker) that a person stopped — SIGTERM or SIGINT, which the
-  worker answers by finishing its sends and exiting 0 — stays stopped, and the output says how
-  to start it again: ``kill -USR1 <dev's pid>`` (``start``).
-- ``stop_all`` stops every child, newest first, and waits for each: no orphans.
+A child that crashes is started again after a doubling backoff, and the restart is printed; a
+``stoppable`` child (the worker) a person stopped stays stopped until ``kill -USR1 <dev's pid>``;
+``stop_all`` stops every child, newest first, and waits for each: no orphans.
 """
 
 from __future__ import annotations

@@ -69,11 +69,9 @@ class StreamCursor:
 class TrailingFloor:
     """The hub's floor: every event id at or below it has been rung for.
 
-    It moves past the newest id of a read only once a later read has *started* at least
-    ``settle_seconds`` after it (every id below that newest was committed by then, and that
-    later read, still on the old floor, saw it). A floor freshly taken (at start, or after the
-    database came back) cannot trail like that: ``catch_up_due`` says when, a settle time
-    later, every stream should be rung once to re-read from its own cursor instead.
+    It passes a read's newest id only once a later read started ``settle_seconds`` after it (by
+    then every lower id had committed, and that read saw it). A fresh floor cannot trail so:
+    ``catch_up_due`` says when every stream should be rung once to re-read from its own cursor.
     """
 
     def __init__(self, value: int, *, exact: bool, settle_seconds: float) -> None:

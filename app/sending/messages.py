@@ -36,11 +36,8 @@ def compose(
     *,
     reply_to: tuple[str | None, str] | None = None,
 ) -> OutgoingMail:
-    """One message to ``invite.email``: text and HTML parts, a Message-ID per row and attempt.
-
-    The Message-ID is made of the row and the attempt (not ``make_msgid``'s random one), so a mail
-    log or a returned message that quotes it leads to the invite and the attempt.
-    """
+    """One message to ``invite.email``, text and HTML, its Message-ID made of the row and the
+    attempt so that a mail log or a returned message leads to them."""
     message = EmailMessage(policy=SMTP)
     message["From"] = settings.mail_from
     message["To"] = _address(invite.name, invite.email)

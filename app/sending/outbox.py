@@ -1,10 +1,7 @@
 """The outbox table: each row asks for one attempt's arq job, written with the transition.
 
-A transition that needs a job writes its outbox row in the same transaction (copied from the
-invite: ``app.invites.transitions.core.record_changes``; the sweep's requeue uses
-``outbox_values``);
-``app.sending.queue.Publisher`` enqueues it right after the commit and marks it published, and the
-relay (``app.sending.queue.relay_outbox``) publishes whatever that fast path missed.
+``Publisher`` enqueues each row right after the commit and marks it published; the relay
+publishes whatever that fast path missed (``app.sending.queue``).
 """
 
 from __future__ import annotations

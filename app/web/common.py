@@ -15,9 +15,7 @@ from app.invites.records import Account
 from app.storage.database import Database
 
 #: Session keys: the browser's own random id (CSRF, its sign-in mails), and the token of the
-#: server-side session once someone signed in (``app.accounts.sessions``). Cookies from before
-#: accounts
-#: carried a ``sender`` key; it is ignored, and the rows it made stay as they were.
+#: server-side session once someone signed in (``app.accounts.sessions``).
 VISITOR_KEY = "visitante"
 SESSION_KEY = "sessao"
 
