@@ -1,12 +1,8 @@
 """Many concurrent callers, one batch at a time: the database's group commit.
 
-A caller hands in an operation and its argument and awaits its own result. One task takes
-everything that is waiting, groups it by operation and runs each group with one call inside one
-resource (a database transaction). While a batch runs, new callers queue up
-and form the next batch, so batches grow with the load and a lone caller waits for nothing.
-
-A caller gets its result only after the whole batch finished: for group commit that means
-after the transaction committed, so a 202 sent on that result still promises a durable row.
+One task runs everything waiting, grouped by operation, in one transaction; callers arriving
+meanwhile form the next batch, so batches grow with the load and a lone caller waits for nothing.
+A result comes only after the commit, so a 202 sent on it still promises a durable row.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ R = TypeVar("R")  # the resource a batch runs in (a connection)
 
 #: One batch, its callers grouped by operation: ``(operation, arguments)`` in order.
 Groups = list[tuple[Any, list[Any]]]
-#: Runs every group of one batch and returns each group's outcomes, in order (the default
-#: opens one ``open_batch()`` resource and awaits each operation in it).
+#: Runs every group of one batch and returns each group's outcomes, in order.
 RunGroups = Callable[[Groups], Awaitable[list[Sequence[Any]]]]
 
 
@@ -49,9 +44,8 @@ def _resolve(item: _Item, outcome: Any) -> None:
 class Batcher(Generic[R]):
     """Run concurrent callers' operations in batches inside one ``open_batch()`` resource.
 
-    With ``isolate_failures`` (for transactions), an exception in a batch reruns each caller on
-    its own, so one bad row fails only its own caller; without it, every caller of the failed
-    batch gets the exception.
+    With ``isolate_failures``, a failed batch reruns each caller alone, so one bad row fails only
+    its own caller; without it, every caller of the batch gets the exception.
     """
 
     def __init__(

@@ -1,10 +1,7 @@
 """One answer that many callers share for a moment, read by one caller at a time.
 
-Every open stream asks whether sending is paused after each wake-up, every poll of a worker
-asks whether the team paused it, and anyone may call the public ``/saude`` and ``/metrics``:
-without sharing, each ask would be a read of the database or Redis. A ``TtlCache`` reads at most
-once per ``max_age`` seconds per process; callers that come while a read runs wait for that one
-answer instead of starting their own.
+Streams, worker polls and the public ``/saude`` and ``/metrics`` ask often; a ``TtlCache`` reads
+at most once per ``max_age`` per process, and callers during a read wait for that one answer.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``python -m app dev``: the whole app for one person on one machine.
 
-Starts a private ``redis-server`` (data under ``var/redis``), applies the migrations, and runs
-the dev mailbox, the bounce receiver, the web server and one worker (``python -m app worker``)
-as child processes, supervised by ``app.dev.supervisor``: a crashed child is restarted; a worker
-someone stopped (SIGTERM, SIGINT) stays stopped until ``kill -USR1 <dev's pid>``. Ctrl-C (or
-SIGTERM) stops every child, in order, and waits for each: no orphans, no stale pid files.
+A private ``redis-server``, the migrations, then the dev mailbox, the bounce receiver, the web
+and one worker as children supervised by ``app.dev.supervisor``.
 """
 
 from __future__ import annotations

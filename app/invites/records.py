@@ -1,8 +1,4 @@
-"""What the rest of the app sees of the tables: plain frozen records, built one way.
-
-``app.invites.transitions`` writes them, ``app.invites.queries`` reads them; neither hands out
-SQLAlchemy rows.
-"""
+"""What the rest of the app sees of the tables: plain frozen records, built one way."""
 
 from __future__ import annotations
 

@@ -21,13 +21,9 @@ def sender_channel(sender_id: str) -> str:
 
 
 class Announcer:
-    """Publishes each committed change on its sender's channel.
-
-    A Redis outage is logged, not raised: the row and its event are committed, and the live
-    hub's periodic check rings the open pages anyway (``app.live.hub``). In a web process,
-    ``ring_here`` (its hub's ``ring``) rings the process's own streams at once, without waiting
-    for the round trip through Redis.
-    """
+    """Publishes each committed change on its sender's channel; an outage is logged, not raised
+    (the hub's periodic check rings the pages anyway). ``ring_here`` rings this process's own
+    streams at once, without the round trip through Redis."""
 
     def __init__(self, redis: Redis, ring_here: Callable[[str], None] | None = None) -> None:
         self._redis = redis

@@ -1,7 +1,4 @@
-"""What on-call does by hand: look at the stuck and failed invites, and send them again.
-
-Shared by the operator page (``/operacao``) and the command line (``python -m app retry``).
-"""
+"""What on-call does by hand: look at the stuck and failed invites, and send them again."""
 
 from __future__ import annotations
 
@@ -67,9 +64,8 @@ async def retry_in_bulk(
     reason: str | None = None,
     reason_contains: str | None = None,
 ) -> list[Change]:
-    """Send again every invite in ``status`` with that reason: each row through the state
-    machine, then its job on the queue (the outbox relay covers a Redis outage) and a wake-up
-    for the sender's open pages."""
+    """Send again every invite in ``status`` with that reason: through the state machine, then
+    published and announced."""
     changes = await transitions.request_resend_many(
         db, status, reason=reason, reason_contains=reason_contains
     )

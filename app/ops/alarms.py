@@ -1,9 +1,7 @@
 """Alarms, judged by the web process (not the workers), so they fire when every worker is down.
 
-Each problem the health summary names is an alarm. When one appears, one log line at its level
-(WARNING or ERROR) says so; when it goes away, one line says it cleared. Nothing repeats while
-the state holds. Every web process judges on its own, so with N web processes an alarm is
-logged N times: alert rules should group by the ``alarm`` field.
+Each problem of the health summary is an alarm: one log line when it appears, one when it clears.
+Every web process judges on its own, so alert rules should group by the ``alarm`` field.
 """
 
 from __future__ import annotations

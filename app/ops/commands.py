@@ -1,8 +1,7 @@
 """The on-call commands: ``python -m app status | reconcile | retry``.
 
-They use the same code as the web and the worker (``check_health``, the sweep, the bulk retry
-of ``/operacao``), with their own short-lived database, Redis, publisher and announcer. Output
-is for a person in a terminal; ``status`` exits 0 when healthy and 1 when not, like ``/saude``.
+The same code as the web and the worker, with short-lived stores of their own; ``status`` exits
+1 when unhealthy, like ``/saude``'s 503.
 """
 
 from __future__ import annotations

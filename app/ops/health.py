@@ -1,8 +1,7 @@
 """The health summary: is anything sending, is anything stuck, can we reach our stores?
 
-One function computes it from the database and Redis; ``GET /saude``, ``python -m app status``,
-the alarms and ``/metrics`` all read the same numbers. Every probe has a short timeout and the
-two stores are probed side by side, so a dead or hung Redis gives a fast answer, not a hang.
+One function for ``/saude``, the CLI, the alarms and ``/metrics``; both stores probed side by
+side with a short timeout, so a hung Redis gives a fast answer, not a hang.
 """
 
 from __future__ import annotations
@@ -251,11 +250,8 @@ def _pause_json(pause: Pause | None, public: bool) -> dict[str, Any]:
 
 
 def health_json(health: Health, public: bool = False) -> dict[str, Any]:
-    """The ``/saude`` body (pt-BR keys, like the rest of the JSON API).
-
-    ``public``: failures by class only. A mail server's reply text can quote anything (names,
-    internal host names, policy details); only the operator sees it (``/operacao``, the CLI).
-    """
+    """The ``/saude`` body. ``public``: failures by class only, since a mail server's reply can
+    quote anything (names, internal hosts); only the operator sees it."""
     database, redis = health.database, health.redis
     freshest = health.freshest_heartbeat_seconds
     oldest = database.oldest_pending_seconds if database else None

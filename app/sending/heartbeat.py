@@ -1,10 +1,8 @@
 """Heartbeats in Redis: which workers and bounce receivers are alive, for ``/saude``, the alarms,
 the metrics and the page's "sending is paused" notice.
 
-Each kind of process has a sorted set of ids scored by their last beat. An id is alive while its
-beat is fresher than three intervals. A process that stops cleanly ``forget``s its id at once; one
-that dies leaves it to go stale, so "one died" (known, none alive) differs from "none was ever
-started" (none known).
+A sorted set of ids per kind, scored by the last beat; alive while fresher than three intervals.
+A clean stop ``forget``s its id, a death leaves it stale: "one died" differs from "none started".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``GET /lotes/{id}/eventos``: a batch page's live stream.
 
-The same stream as ``GET /convites/eventos`` (``app.web.events.Stream``: the cursor, the
-settle rule, the caps, the paused notice), narrowed to one batch's rows, plus ``lote`` events:
-the batch's counters and the one sentence to say, computed from the database, at most every
-``BATCH_ANNOUNCE_SECONDS`` while the batch is sending, and at once when it is finished.
+``app.web.events.Stream`` narrowed to one batch's rows, plus ``lote`` events (its counters and
+one sentence) at most every ``BATCH_ANNOUNCE_SECONDS``, and at once when it is finished.
 """
 
 from __future__ import annotations

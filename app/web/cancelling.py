@@ -1,10 +1,4 @@
-"""``POST /convites/{id}/cancelar``: the sender calls off an invite that has no answer yet.
-
-The row's **Cancelar convite** opens a confirmation step (native ``<details>``, no JS); its
-button posts here. ``cancelado`` is one conditional UPDATE (``app.invites.transitions.answered``): a
-``pendente`` invite's claim then loses (it is never sent), and a sent one's link answers 410.
-Without JS a 303 to the invite's page; with htmx 200 and the row; JSON 200 and the invite.
-"""
+"""``POST /convites/{id}/cancelar``: the sender calls off an invite that has no answer yet."""
 
 from __future__ import annotations
 

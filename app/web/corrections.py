@@ -1,10 +1,6 @@
 """``POST /convites/{id}/corrigir``: a ``devolvido`` invite goes out again to a corrected address.
 
-The address is checked like a new invite's (``app.invites.validation``), counted against the same
-send
-limits, and the invite goes back to ``pendente`` with a new attempt through the state machine;
-its history keeps the bounce. Works without JavaScript (a plain form post, 303) and with htmx
-(202 with the row; a 422 re-renders the row with the message next to the field).
+Checked and counted like a new invite; its history keeps the bounce.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``GET /saude`` (the health summary, 200 or 503) and ``GET /metrics`` (Prometheus).
 
-Both are served from a per-process snapshot at most ``STATUS_SNAPSHOT_SECONDS`` old (a
-``TtlCache`` made in ``app.main``), so scraping them cannot make the database scan its tables at
-will.
-``/saude`` is public and shows failures by class only; with ``METRICS_TOKEN`` set, ``/metrics``
-needs ``Authorization: Bearer <METRICS_TOKEN>``.
+Both served from a per-process snapshot at most ``STATUS_SNAPSHOT_SECONDS`` old, so scraping
+cannot make the database scan its tables at will.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Who is asking: the signed-in account behind the session cookie, and the doors that need one.
-
-The signed cookie (``app.web.middleware.sessions``) carries the token of a server-side session
-(``app.accounts.sessions``); each endpoint that needs the account looks it up once (``identify``).
-``signed_in`` guards an endpoint: nobody signed in gets 401 (JSON), ``HX-Redirect`` (htmx) or a
-303 to ``/entrar`` (a plain form or page), and the endpoint never runs.
-"""
+"""Who is asking: the signed-in account behind the session cookie, and the doors that need one."""
 
 from __future__ import annotations
 
@@ -82,10 +76,8 @@ def signed_in(handler: Handler) -> Handler:
 
 
 async def begin_session(request: Request, account: Account) -> None:
-    """Sign this browser in as ``account``, with a cookie that shares nothing with the old one.
-
-    The old cookie (and any copy of it) stays a visitor's: no session fixation.
-    """
+    """Sign this browser in as ``account`` with a new cookie: the old one stays a visitor's (no
+    session fixation)."""
     settings = settings_of(request)
     token = await sessions.start(
         db_of(request),

@@ -1,7 +1,6 @@
 """Numbers in query strings and headers, parsed strictly: ASCII digits only, bounded length.
 
-``str.isdigit()`` accepts "²" and other Unicode digits that ``int()`` then refuses, which made a
-500 out of a bad cursor. Anything but plain digits is a client error (400), never a crash.
+(``str.isdigit()`` accepts "²", which ``int()`` refuses): anything else is a 400, never a 500.
 """
 
 from __future__ import annotations

@@ -186,11 +186,8 @@ def seconds_until_slow(invite: Invite, now: datetime, slow_after_seconds: float)
 def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
     """What a screen reader should hear when a row reaches this state, and through which region.
 
-    Failures go to the ``alert`` region with their reason; ``enviando`` is not announced (it is
-    a moment between "Recebemos" and the verdict, and would only crowd the status region).
-    A batch's rows are silent on every page while it is sent, and when it expires or is
-    cancelled (the batch page sums them up, ``app.batches``); an invitee's answer is a person's
-    act, one at a time, and is heard like any other invite's.
+    ``enviando`` is a passing moment, not announced; a batch's rows are silent but for answers
+    (the batch page sums them up).
     """
     if invite.batch_id is not None and invite.status not in (Status.ACEITO, Status.RECUSADO):
         return "", ""

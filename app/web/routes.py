@@ -1,8 +1,6 @@
 """Every URL the web app answers, in one table; ``app.main`` builds the app around it.
 
-A fixed path comes before a pattern that would match it too (``/convites/eventos`` before
-``/convites/{public_id}``). The dev mailbox exists only in dev with ``MAILBOX_DIR``, the operator
-page only with ``OPS_TOKEN``.
+A fixed path comes before a pattern that would match it too (``/convites/eventos`` first).
 """
 
 from __future__ import annotations

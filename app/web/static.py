@@ -1,9 +1,7 @@
 """``/static``: long cache for files whose URL changes when their content does.
 
-Vendored files carry their version in the name (``htmx-2.0.11.min.js``); the app's own files
-are linked with ``static_url('app.css')``, which adds ``?v=`` and a hash of the content. Both
-are cached for a year (``immutable``). Anything else — an app file asked for without its
-current hash — is revalidated on every use (``no-cache`` + ETag), so a deploy is never hidden.
+Versioned names and ``static_url``'s ``?v=<hash>`` are cached for a year; anything else is
+revalidated on every use, so a deploy is never hidden.
 """
 
 from __future__ import annotations

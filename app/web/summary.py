@@ -1,9 +1,6 @@
 """The summary line above "Meus convites" and its filter by state (plain links, no JS needed).
 
-The summary is read from the database (``app.invites.queries.status_counts``); the page script asks
-for
-it again (``GET /convites/resumo``) after a row changes, silently: it is not a live region, the
-row's own announcement is what a screen reader hears.
+Asked for again after a row changes, silently: the row's own announcement is what is heard.
 """
 
 from __future__ import annotations

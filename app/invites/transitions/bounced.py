@@ -18,10 +18,8 @@ async def mark_bounced(
 ) -> Change | None:
     """``enviado | incerto → devolvido``: a delivery status notification said it failed for good.
 
-    Runs in the caller's transaction (``app.bounces.store`` records the bounce with it). When the
-    bounce names its attempt, only that attempt may turn: a late bounce of an address the person
-    has since corrected must not mark the new send. ``None``: the invite is in another state
-    (already answered, already devolvido, sent again), and the bounce stays history only.
+    In the caller's transaction. A bounce naming its attempt turns only that attempt (a late
+    bounce must not mark the corrected send); ``None``: another state, the bounce is history.
     """
     where = [invites.c.id == invite_id, invites.c.status.in_([s.value for s in BOUNCEABLE])]
     if attempt is not None:

@@ -21,10 +21,8 @@ class BodyTooLarge(Exception):
 
 class BodyLimitMiddleware:
     """Refuse a declared ``Content-Length`` over the limit at once; count streamed bytes too.
-
-    A chunked body has no length to check up front, so ``receive`` counts and raises
-    ``BodyTooLarge`` as soon as the total passes the limit; whoever was reading (a form parser,
-    the CSRF check) stops there, and the answer is a 413 — nothing was written.
+    A chunked body has no length up front: ``receive`` raises ``BodyTooLarge`` once the total
+    passes the limit, and the answer is a 413 with nothing written.
     """
 
     def __init__(

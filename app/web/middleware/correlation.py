@@ -17,9 +17,7 @@ _SAFE_REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 
 class CorrelationIdMiddleware(HttpMiddleware):
     """One correlation id per request: the caller's ``X-Request-ID`` if sane, else a new one.
-
-    It is set for every log line of the request, stored on the invite (so it travels into the
-    job, the worker's logs and the e-mail's headers) and returned in ``X-Request-ID``.
+    It tags every log line and is stored on the invite, so it follows into the job and the mail.
     """
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,12 +1,7 @@
 """Host checking: answer only for the names the app is really served under.
 
-A request whose ``Host`` is not ``PUBLIC_URL``'s host (nor one of ``ALLOWED_HOSTS``, nor, outside
-production, ``localhost``/``127.0.0.1``/``[::1]``) gets a 400 before any endpoint runs. Links and
-cookies are then never built for a name an attacker chose (DNS rebinding, poisoned caches).
-
-Starlette's ``TrustedHostMiddleware`` decides. Only the refusal is ours: the library answers in
-English ("Invalid host header") and has no setting for that text, while everything a person sees
-here is in pt-BR.
+Links and cookies are never built for a name an attacker chose (DNS rebinding, poisoned caches).
+Starlette's ``TrustedHostMiddleware`` decides; only the refusal is ours, since it speaks pt-BR.
 """
 
 from __future__ import annotations

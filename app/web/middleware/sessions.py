@@ -9,11 +9,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 class SchemeAwareSessionMiddleware:
     """Starlette's signed-cookie sessions, with ``Secure`` whenever the request came by HTTPS.
 
-    ``always_secure`` (``HTTPS_ONLY_COOKIES``) sets it on every response, for deployments that
-    terminate TLS somewhere that does not say so. A ``Secure`` cookie is named with the
-    ``__Host-`` prefix: the browser then keeps it only from HTTPS, for this host alone and path
-    ``/`` (no subdomain can plant or read it). The cookie holds the browser's id and the token
-    of its server-side session (``app.accounts.sessions``), never the account itself.
+    ``always_secure`` for TLS ended somewhere that does not say so. A ``Secure`` cookie takes the
+    ``__Host-`` prefix, so no subdomain can plant or read it.
     """
 
     def __init__(
