@@ -147,25 +147,20 @@ def _parse(env: Mapping[str, str], name: str, default: str, convert: Callable[[s
         raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from None
 
 
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise ValueError("must be a positive number of seconds")
-    return value
+def _checked(convert: Callable[[str], T], ok: Callable[[T], bool], why: str) -> Callable[[str], T]:
+    def check(raw: str) -> T:
+        value = convert(raw)
+        if not ok(value):
+            raise ValueError(why)
+        return value
+
+    return check
 
 
-def _seconds_or_zero(raw: str) -> float:
-    value = float(raw)
-    if not 0 <= value <= 60:
-        raise ValueError("must be between 0 and 60 seconds")
-    return value
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError("must be a whole number of at least 1")
-    return value
+_positive_float = _checked(float, lambda v: v > 0, "must be a positive number of seconds")
+_seconds_or_zero = _checked(float, lambda v: 0 <= v <= 60, "must be between 0 and 60 seconds")
+_positive_int = _checked(int, lambda v: v >= 1, "must be a whole number of at least 1")
+_env_name = _checked(str, ENVIRONMENTS.__contains__, f"must be one of {', '.join(ENVIRONMENTS)}")
 
 
 def _backoff(raw: str) -> tuple[float, ...]:
@@ -217,12 +212,6 @@ def _host_names(raw: str) -> tuple[str, ...]:
     if any(":" in name or "/" in name for name in names):
         raise ValueError("must be host names without scheme or port, e.g. convites.example.com")
     return names
-
-
-def _env_name(raw: str) -> str:
-    if raw not in ENVIRONMENTS:
-        raise ValueError(f"must be one of {', '.join(ENVIRONMENTS)}")
-    return raw
 
 
 def _url(*schemes: str) -> Callable[[str], str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -222,22 +223,20 @@ def redact_addresses(text: str) -> str:
 
 
 def _failures_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
-    grouped: dict[tuple[str, str | None], int] = {}
+    grouped: Counter[tuple[str, str | None]] = Counter()
     for group in failures:
-        key = (redact_addresses(group.reason), group.failure_class)
-        grouped[key] = grouped.get(key, 0) + group.count
-    ordered = sorted(grouped.items(), key=lambda item: -item[1])
+        grouped[redact_addresses(group.reason), group.failure_class] += group.count
     return [
-        {"motivo": reason, "classe": kind, "quantidade": count} for (reason, kind), count in ordered
+        {"motivo": reason, "classe": kind, "quantidade": count}
+        for (reason, kind), count in grouped.most_common()
     ]
 
 
 def _failure_classes_json(failures: list[FailureGroup]) -> list[dict[str, Any]]:
-    counts: dict[str | None, int] = {}
+    counts: Counter[str | None] = Counter()
     for group in failures:
-        counts[group.failure_class] = counts.get(group.failure_class, 0) + group.count
-    ordered = sorted(counts.items(), key=lambda item: -item[1])
-    return [{"classe": kind, "quantidade": count} for kind, count in ordered]
+        counts[group.failure_class] += group.count
+    return [{"classe": kind, "quantidade": count} for kind, count in counts.most_common()]
 
 
 def _pause_json(pause: Pause | None, public: bool) -> dict[str, Any]:
