@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -57,64 +58,70 @@ class StatusText:
     detail: str | None = None
 
 
-def _describe_end(invite: Invite, label: str) -> StatusText | None:
-    """The invitee's answer, or the end without one (expired, cancelled); ``None`` otherwise."""
-    who = invite.email
-    if invite.status == Status.ACEITO:
-        return StatusText(
-            label, f"{who} aceitou o convite.", f"Aceito às {local_time(invite.updated_at)}."
-        )
-    if invite.status == Status.RECUSADO:
-        return StatusText(
-            label,
-            f"{who} recusou o convite.",
-            f"Recusado às {local_time(invite.updated_at)}. "
-            "Enquanto o link valer, a pessoa ainda pode aceitar.",
-        )
-    if invite.status == Status.EXPIRADO:
-        return StatusText(
-            label,
-            f"O convite para {who} expirou sem resposta.",
-            "O link não funciona mais. Reenvie se ainda quiser convidar.",
-        )
-    if invite.status == Status.CANCELADO:
-        return StatusText(
-            label,
-            f"Convite para {who} cancelado.",
-            "O link do convite não funciona mais. Reenvie se mudar de ideia.",
-        )
-    return None
+def _reason(invite: Invite) -> str:
+    return invite.error or "Motivo desconhecido."
+
+
+#: What a row says in each state that needs no more than the row: (message, detail).
+_SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
+    Status.ENVIADO: lambda i: (
+        f"Convite para {i.email} enviado.",
+        f"Enviado às {local_time(i.sent_at)}.",
+    ),
+    Status.FALHOU: lambda i: (
+        f"Não foi possível enviar o convite para {i.email}.",
+        f"{_reason(i)} Confira o endereço e use Tentar de novo.",
+    ),
+    Status.INCERTO: lambda i: (
+        f"Não conseguimos confirmar o envio do convite para {i.email}.",
+        "Ele pode ter saído. Se reenviar, a pessoa pode receber duas vezes.",
+    ),
+    Status.DEVOLVIDO: lambda i: (
+        f"O convite para {i.email} voltou: não foi entregue.",
+        f"{_reason(i)} Corrija o endereço e reenvie.",
+    ),
+    Status.ACEITO: lambda i: (
+        f"{i.email} aceitou o convite.",
+        f"Aceito às {local_time(i.updated_at)}.",
+    ),
+    Status.RECUSADO: lambda i: (
+        f"{i.email} recusou o convite.",
+        f"Recusado às {local_time(i.updated_at)}. "
+        "Enquanto o link valer, a pessoa ainda pode aceitar.",
+    ),
+    Status.EXPIRADO: lambda i: (
+        f"O convite para {i.email} expirou sem resposta.",
+        "O link não funciona mais. Reenvie se ainda quiser convidar.",
+    ),
+    Status.CANCELADO: lambda i: (
+        f"Convite para {i.email} cancelado.",
+        "O link do convite não funciona mais. Reenvie se mudar de ideia.",
+    ),
+}
+
+#: The same for a sign-in mail: the same honesty as an invite's.
+_SAID_SIGNIN: dict[Status, Callable[[Invite], tuple[str, str]]] = {
+    Status.ENVIADO: lambda i: (
+        f"Link de acesso enviado para {i.email}. Confira sua caixa de entrada.",
+        f"Enviado às {local_time(i.sent_at)}. O link vale por pouco tempo e só uma vez.",
+    ),
+    Status.FALHOU: lambda i: (
+        f"Não foi possível enviar o link de acesso para {i.email}.",
+        f"{_reason(i)} Confira o endereço e peça outro link.",
+    ),
+    Status.INCERTO: lambda i: (
+        f"Não conseguimos confirmar o envio do link para {i.email}.",
+        "Ele pode ter saído. Confira sua caixa de entrada ou peça outro link.",
+    ),
+}
 
 
 def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> StatusText:
     """The truth about ``invite`` in pt-BR. Only an ``enviado`` row ever reads as sent."""
     who = invite.email
     label = LABELS[invite.status]
-    if invite.status == Status.ENVIADO:
-        return StatusText(
-            label, f"Convite para {who} enviado.", f"Enviado às {local_time(invite.sent_at)}."
-        )
-    if invite.status == Status.FALHOU:
-        return StatusText(
-            label,
-            f"Não foi possível enviar o convite para {who}.",
-            f"{invite.error or 'Motivo desconhecido.'} Confira o endereço e use Tentar de novo.",
-        )
-    if invite.status == Status.INCERTO:
-        return StatusText(
-            label,
-            f"Não conseguimos confirmar o envio do convite para {who}.",
-            "Ele pode ter saído. Se reenviar, a pessoa pode receber duas vezes.",
-        )
-    if invite.status == Status.DEVOLVIDO:
-        return StatusText(
-            label,
-            f"O convite para {who} voltou: não foi entregue.",
-            f"{invite.error or 'Motivo desconhecido.'} Corrija o endereço e reenvie.",
-        )
-    ended = _describe_end(invite, label)
-    if ended is not None:
-        return ended
+    if invite.status in _SAID:
+        return StatusText(label, *_SAID[invite.status](invite))
     if invite.status == Status.ENVIANDO:
         return StatusText(label, f"Enviando o convite para {who}…")
     if is_slow(invite, now, slow_after_seconds):
@@ -135,29 +142,12 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
 
 def describe_signin(invite: Invite) -> StatusText:
     """The truth about a sign-in mail in pt-BR: the same honesty as an invite's."""
-    who = invite.email
     label = LABELS[invite.status]
-    if invite.status == Status.ENVIADO:
-        return StatusText(
-            label,
-            f"Link de acesso enviado para {who}. Confira sua caixa de entrada.",
-            f"Enviado às {local_time(invite.sent_at)}. O link vale por pouco tempo e só uma vez.",
-        )
-    if invite.status == Status.FALHOU:
-        return StatusText(
-            label,
-            f"Não foi possível enviar o link de acesso para {who}.",
-            f"{invite.error or 'Motivo desconhecido.'} Confira o endereço e peça outro link.",
-        )
-    if invite.status == Status.INCERTO:
-        return StatusText(
-            label,
-            f"Não conseguimos confirmar o envio do link para {who}.",
-            "Ele pode ter saído. Confira sua caixa de entrada ou peça outro link.",
-        )
+    if invite.status in _SAID_SIGNIN:
+        return StatusText(label, *_SAID_SIGNIN[invite.status](invite))
     if invite.status == Status.ENVIANDO:
-        return StatusText(label, f"Enviando o link de acesso para {who}…")
-    return StatusText(label, f"Recebemos, enviando o link… (para {who})")
+        return StatusText(label, f"Enviando o link de acesso para {invite.email}…")
+    return StatusText(label, f"Recebemos, enviando o link… (para {invite.email})")
 
 
 PAUSED_NOTICE = (
