@@ -14,7 +14,6 @@ from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
 from app.config import Settings
-from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.status import Status
 from app.storage.database import Database
@@ -283,13 +282,17 @@ async def test_the_invite_page_history_shows_every_step_with_its_time(
 async def test_issuing_a_new_link_replaces_the_old_one(
     client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
 ) -> None:
-    """One live link per invite: without ``replace_links`` in ``issue`` both would answer
-    (and the database's partial unique index would refuse the second)."""
+    """One live link per invite: a retry's claim issues a new link, and without
+    ``replace_links`` in ``issue_for_claims`` both would answer (and the database's partial
+    unique index would refuse the second)."""
     created = await post_invite(client, "ana@exemplo.com.br")
-    claim = await transitions.claim_with_link(db, created["id"], 1, 60)
+    first = await transitions.claim_with_link(db, created["id"], 1, 60)
+    assert first is not None
+    old = f"/c/{first.link}"
+    assert await transitions.schedule_retry(db, first.change.invite, "421 ocupado", 0)
+    claim = await transitions.claim_with_link(db, created["id"], 2, 60)
     assert claim is not None
-    old = f"/c/{claim.link}"
-    new = "/c/" + str(await invite_links.issue(db, claim.change.invite))
+    new = f"/c/{claim.link}"
     assert await transitions.mark_sent(db, claim.change.invite)
 
     assert (await anonymous_client.get(old)).status_code == 410
@@ -328,19 +331,20 @@ async def test_a_stalled_worker_cannot_replace_the_link_of_a_newer_attempt(
     db: Database,
 ) -> None:
     """Attempt 1 stalls past its lease (incerto), the person re-sends, attempt 2 goes out with
-    its link; then attempt 1's worker wakes: it gets no link (so it sends nothing) and the
-    newest mail's link keeps working."""
+    its link; then attempt 1's job comes again: its claim loses (no link, so it sends nothing)
+    and the newest mail's link keeps working."""
     created = await post_invite(client, "ana@exemplo.com.br")
     stalled = await transitions.claim_with_link(db, created["id"], 1, 60)
     assert stalled is not None
     assert await transitions.mark_uncertain(db, stalled.change.invite, "prazo esgotado")
-    assert await invite_links.issue(db, stalled.change.invite) is None, "incerto: no link, no send"
+    assert await transitions.claim_with_link(db, created["id"], 1, 60) is None, "no link, no send"
     assert await transitions.request_resend(db, stalled.change.invite.sender_id, created["id"])
     second = await transitions.claim_with_link(db, created["id"], 2, 60)
     assert second is not None
     newest = f"/c/{second.link}"
 
-    assert await invite_links.issue(db, stalled.change.invite) is None
+    assert await transitions.claim_with_link(db, created["id"], 1, 60) is None
+    assert await transitions.mark_sent(db, stalled.change.invite) is None
     assert (await anonymous_client.get(newest)).status_code == 409  # still enviando: not yet
     assert await transitions.mark_sent(db, second.change.invite)
     assert (await anonymous_client.get(newest)).status_code == 200

@@ -20,7 +20,7 @@ from app.clock import utcnow
 from app.invites.records import Invite, record_from
 from app.invites.status import ANSWERABLE, Status
 from app.storage.database import Database
-from app.storage.tables import invite_links, invites, unindexed
+from app.storage.tables import invite_links, invites
 
 
 class LinkState(StrEnum):
@@ -80,16 +80,6 @@ _REPLACE = (
     )
     .values(replaced_at=bindparam("now", type_=invite_links.c.replaced_at.type))
 )
-_STILL_SENDING = (
-    select(invites.c.id, invites.c.attempt)
-    .where(
-        invites.c.id.in_(bindparam("ids", expanding=True)),
-        unindexed(invites.c.status) == Status.ENVIANDO.value,
-    )
-    # FOR UPDATE (PostgreSQL): the rows stay as checked until the claim commits; SQLite's
-    # writes are serialized anyway.
-    .with_for_update()
-)
 _INSERT = insert(invite_links)
 
 
@@ -100,46 +90,15 @@ def replace_links(conn: Connection, invite_ids: Sequence[int], now: datetime) ->
     conn.execute(_REPLACE, {"ids": list(invite_ids), "now": now})
 
 
-async def issue(db: Database, invite: Invite) -> str | None:
-    """A new link for this attempt of ``invite``, older links replaced; ``None`` when the
-    attempt is no longer ``enviando`` under this claim (a stalled worker must not replace a
-    newer attempt's link, nor send)."""
-    return await db.write_many(issue_each, invite)
-
-
-def issue_each(conn: Connection, attempts: Sequence[Invite]) -> list[str | None]:
-    """``issue`` for many attempts in the caller's transaction: a link for each attempt still
-    ``enviando`` under its claim (one SELECT checks them all), ``None`` for the others."""
-    ids = [invite.id for invite in attempts]
-    current = {(row.id, row.attempt) for row in conn.execute(_STILL_SENDING, {"ids": ids})}
-    return _write_links(conn, attempts, current)
-
-
 def issue_for_claims(conn: Connection, claimed: Sequence[Invite]) -> list[str]:
-    """A link for each attempt whose claim this transaction won: the claim's conditional
-    UPDATE … RETURNING was the check, so the rows are not read again."""
-    links = _write_links(conn, claimed, {(invite.id, invite.attempt) for invite in claimed})
-    if any(link is None for link in links):
+    """A link for each attempt whose claim this transaction won (the claim's conditional
+    UPDATE … RETURNING was the check), each invite's older links replaced."""
+    if len({invite.id for invite in claimed}) != len(claimed):
         raise ValueError("one invite claimed twice in one transaction")
-    return [link for link in links if link is not None]
-
-
-def _write_links(
-    conn: Connection, attempts: Sequence[Invite], current: set[tuple[int, int]]
-) -> list[str | None]:
-    """A new link for each attempt in ``current`` (older links of its invite replaced)."""
     now = utcnow()
-    issued: dict[int, tuple[Invite, str]] = {}
-    answers: list[str | None] = []
-    for invite in attempts:
-        # One live link per invite: a second caller for the same attempt in a batch gets None.
-        if (invite.id, invite.attempt) in current and invite.id not in issued:
-            issued[invite.id] = (invite, new_token())
-            answers.append(issued[invite.id][1])
-        else:
-            answers.append(None)
-    if issued:
-        replace_links(conn, list(issued), now)
+    tokens = [new_token() for _ in claimed]
+    if claimed:
+        replace_links(conn, [invite.id for invite in claimed], now)
         conn.execute(
             _INSERT,
             [
@@ -150,10 +109,10 @@ def _write_links(
                     "created_at": now,
                     "replaced_at": None,
                 }
-                for invite, token in issued.values()
+                for invite, token in zip(claimed, tokens, strict=True)
             ],
         )
-    return answers
+    return tokens
 
 
 async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink | None:
