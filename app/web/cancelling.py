@@ -14,7 +14,7 @@ from app.invites.status import CANCELLABLE, Status
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import publish_fast
 from app.web.identity import signed_in
-from app.web.invites import mine_or_404, not_in_state
+from app.web.invites import mine_or_404, not_in_state, row_context
 from app.web.present import invite_json
 
 log = logging.getLogger(__name__)
@@ -38,15 +38,10 @@ async def cancel(request: Request) -> Response:
         return not_in_state(request, invite, "cancelar", CANCELLABLE)
     log.info("invite cancelled", extra={"invite": invite.public_id})
     await publish_fast(request, change)
-    settings = settings_of(request)
     if wants_json(request):
-        return JSONResponse(invite_json(change.invite, utcnow(), settings.slow_after_seconds))
+        slow_after = settings_of(request).slow_after_seconds
+        return JSONResponse(invite_json(change.invite, utcnow(), slow_after))
     if is_htmx(request):
-        context = {
-            "invite": change.invite,
-            "event_id": change.event_id,
-            "now": utcnow(),
-            "settings": settings,
-        }
+        context = row_context(request, change.invite, change.event_id)
         return render(request, "_invite_row.html", context)
     return RedirectResponse(str(URL(f"/convites/{invite.public_id}")), status_code=303)

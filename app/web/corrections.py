@@ -6,21 +6,19 @@ Checked and counted like a new invite; its history keeps the bounce.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.bounces.history import bounces_of
-from app.clock import utcnow
 from app.invites import queries, transitions
 from app.invites.records import Invite
 from app.invites.status import CORRECTABLE
 from app.invites.validation import InvalidInvite, parse_invite
-from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
+from app.web.common import db_of, error_response, is_htmx, render, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
-from app.web.invites import accepted, mine_or_404, not_in_state, over_send_limits
+from app.web.invites import accepted, mine_or_404, not_in_state, over_send_limits, row_context
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +29,10 @@ async def _invalid(request: Request, invite: Invite, email: object, message: str
     db = db_of(request)
     cursor = await queries.last_event_id(db, invite.sender_id)
     history = await queries.invite_history(db, invite.id)
-    context: dict[str, Any] = {
-        "invite": invite,
-        "event_id": history[-1].id if history else 0,
-        "now": utcnow(),
-        "settings": settings_of(request),
-        "correction_error": message,
-        "correction_value": email if isinstance(email, str) else "",
-    }
+    context = row_context(request, invite, history[-1].id if history else 0)
+    context.update(
+        correction_error=message, correction_value=email if isinstance(email, str) else ""
+    )
     if is_htmx(request):
         row = f"#convite-{invite.public_id}"
         headers = {"HX-Retarget": row, "HX-Reswap": "outerHTML"}

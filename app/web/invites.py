@@ -59,7 +59,7 @@ def accepted(request: Request, change: Change, *, fresh_form: bool = False) -> R
             request,
             "_accepted.html",
             {
-                **_row_context(request, invite, change.event_id),
+                **row_context(request, invite, change.event_id),
                 "fresh_form": fresh_form,
                 "errors": {},
                 "values": {},
@@ -70,7 +70,8 @@ def accepted(request: Request, change: Change, *, fresh_form: bool = False) -> R
     return RedirectResponse(location, status_code=303)
 
 
-def _row_context(request: Request, invite: Invite, event_id: int) -> dict[str, Any]:
+def row_context(request: Request, invite: Invite, event_id: int) -> dict[str, Any]:
+    """What ``_invite_row.html`` needs to render one row."""
     return {
         "invite": invite,
         "event_id": event_id,
@@ -275,7 +276,7 @@ async def show(request: Request) -> Response:
         body["historico"] = [event_json(event) for event in history]
         body["devolucoes"] = [bounce_json(b) for b in await bounces_of(db, invite.id)]
         return JSONResponse(body)
-    context = _row_context(request, invite, history[-1].id if history else 0)
+    context = row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
     paused = await request.state.paused.now()
