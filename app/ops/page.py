@@ -30,6 +30,7 @@ from app.ops.health import check_health, health_json
 from app.ops.metrics import SseConnections
 from app.sending.pause import pause_sending, resume_sending
 from app.web.common import (
+    bearer_token,
     client_network,
     db_of,
     error_response,
@@ -70,9 +71,9 @@ async def _verdict(request: Request) -> bool | None:
     """True: let in. False: a wrong token was offered. None: no credentials at all."""
     settings = settings_of(request)
     token = settings.ops_token or ""
-    header = request.headers.get("authorization", "")
-    if header[:7].lower() == "bearer ":
-        return hmac.compare_digest(header[7:].strip().encode(), token.encode())
+    given = bearer_token(request.headers.get("authorization", ""))
+    if given is not None:
+        return hmac.compare_digest(given.encode(), token.encode())
     value = _cookie_session(request)
     expected = ops_auth.fingerprint(settings.secret_key, token)
     if value is None or not hmac.compare_digest(str(value.get("f")), expected):

@@ -59,6 +59,11 @@ def client_network(request: Request) -> str:
     return str(ip)
 
 
+def bearer_token(authorization: str) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header (``None`` for any other scheme)."""
+    return authorization[7:].strip() if authorization[:7].lower() == "bearer " else None
+
+
 def wants_json(request: Request) -> bool:
     """JSON for API clients: an Accept that prefers JSON, or a JSON request body."""
     accept = request.headers.get("accept", "")

@@ -19,7 +19,7 @@ from app.ops import metrics
 from app.ops.health import check_health, health_json, probe
 from app.storage.database import Database
 from app.ttl_cache import TtlCache
-from app.web.common import error_response, settings_of
+from app.web.common import bearer_token, error_response, settings_of
 
 NO_STORE = {"Cache-Control": "no-store"}
 METRICS_REFUSED = "Informe o token de métricas (Authorization: Bearer …)."
@@ -44,8 +44,7 @@ def _metrics_allowed(request: Request) -> bool:
     token = settings_of(request).metrics_token
     if token is None:
         return True
-    header = request.headers.get("authorization", "")
-    given = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    given = bearer_token(request.headers.get("authorization", "")) or ""
     return hmac.compare_digest(given.encode(), token.encode())
 
 

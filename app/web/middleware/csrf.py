@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.web.common import VISITOR_KEY, error_response, settings_of, visitor_id
+from app.web.common import VISITOR_KEY, bearer_token, error_response, settings_of, visitor_id
 
 log = logging.getLogger(__name__)
 
@@ -138,11 +138,12 @@ class CsrfMiddleware:
         await self.app(scope, receive, send)
 
     def _operator_bearer(self, path: str, header: str) -> bool:
-        if self.ops_token is None or header[:7].lower() != "bearer ":
+        given = bearer_token(header)
+        if self.ops_token is None or given is None:
             return False
         if path != "/operacao" and not path.startswith("/operacao/"):
             return False
-        return hmac.compare_digest(header[7:].strip().encode(), self.ops_token.encode())
+        return hmac.compare_digest(given.encode(), self.ops_token.encode())
 
     def _valid(self, scope: Scope, given: str | None) -> bool:
         sender = scope.get("session", {}).get(VISITOR_KEY)
