@@ -11,10 +11,10 @@ import ipaddress
 import os
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from email.utils import parseaddr
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 T = TypeVar("T")
@@ -72,71 +72,6 @@ class SmtpSettings:
             timeout=timeout,
             pool_size=pool_size,
         )
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything the web, the worker and the CLI need to know about their surroundings."""
-
-    app_env: str
-    database_url: str
-    redis_url: str
-    smtp: SmtpSettings
-    mail_from: str
-    secret_key: str
-    public_url: str
-    slow_after_seconds: float
-    sending_lease_seconds: float
-    max_attempts: int
-    retry_backoff_seconds: tuple[float, ...]
-    worker_heartbeat_seconds: float
-    worker_grace_seconds: float
-    mailbox_dir: Path | None
-    https_only_cookies: bool
-    trust_proxy_headers: bool
-    max_body_bytes: int
-    sends_per_sender_per_minute: int
-    sends_per_address_per_minute: int
-    sends_per_sender_per_day: int
-    streams_per_sender: int
-    alarm_pending_seconds: float
-    alarm_check_seconds: float
-    ops_token: str | None
-    signin_ttl_seconds: int
-    session_ttl_seconds: int
-    signin_links_per_address_per_hour: int
-    signin_links_per_client_per_hour: int
-    invites_per_recipient_per_day: int
-    sends_per_hour: int
-    return_path: str
-    bounce_listen: tuple[str, int]
-    streams_per_address: int
-    streams_per_process: int
-    stream_max_seconds: float
-    stream_ping_seconds: float
-    metrics_token: str | None
-    status_snapshot_seconds: float
-    batch_max_rows: int
-    batch_max_bytes: int
-    batch_announce_seconds: float
-    batch_reviews_per_minute: int
-    allowed_hosts: tuple[str, ...]
-    invite_ttl_seconds: int
-    trusted_proxies: tuple[Network, ...]
-
-    @property
-    def is_dev(self) -> bool:
-        return self.app_env == "development"
-
-    @property
-    def mail_domain(self) -> str:
-        """``MAIL_FROM``'s domain: the right-hand side of every Message-ID we write."""
-        return mail_domain(self.mail_from)
-
-    def backoff_for(self, failed_attempt: int) -> float:
-        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
-        steps = self.retry_backoff_seconds
-        return steps[min(failed_attempt, len(steps)) - 1]
 
 
 def _parse(env: Mapping[str, str], name: str, default: str, convert: Callable[[str], T]) -> T:
@@ -279,6 +214,95 @@ def _write_new_key(path: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
+def setting(name: str, default: str, convert: Callable[[str], Any]) -> Any:
+    """A field read from the environment variable ``name`` (``default`` when unset)."""
+    return field(metadata={"env": (name, default, convert)})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the web, the worker and the CLI need to know about their surroundings."""
+
+    # Read by ``_read`` itself, each from another setting too.
+    secret_key: str
+    mailbox_dir: Path | None
+    return_path: str  # bounces come back to a VERP address of this one
+    app_env: str = setting("APP_ENV", "development", _env_name)
+    database_url: str = setting(
+        "DATABASE_URL",
+        f"sqlite+aiosqlite:///{VAR_DIR / 'convites.db'}",
+        _url("sqlite+aiosqlite", "postgresql+asyncpg"),
+    )
+    redis_url: str = setting(
+        "REDIS_URL", "redis://localhost:6379/0", _url("redis", "rediss", "unix")
+    )
+    smtp: SmtpSettings = setting("SMTP_URL", "smtp://localhost:8025", SmtpSettings.from_url)  # noqa: RUF009 (a field(), no default)
+    mail_from: str = setting("MAIL_FROM", "Convites <convites@localhost>", str)
+    public_url: str = setting("PUBLIC_URL", "http://localhost:8000", lambda raw: raw.rstrip("/"))
+    slow_after_seconds: float = setting("SLOW_AFTER_SECONDS", "30", _positive_float)
+    sending_lease_seconds: float = setting("SENDING_LEASE_SECONDS", "120", _positive_float)
+    max_attempts: int = setting("MAX_ATTEMPTS", "4", _positive_int)
+    retry_backoff_seconds: tuple[float, ...] = setting(
+        "RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff
+    )
+    worker_heartbeat_seconds: float = setting("WORKER_HEARTBEAT_SECONDS", "5", _positive_float)
+    worker_grace_seconds: float = setting("WORKER_GRACE_SECONDS", "30", _positive_float)
+    https_only_cookies: bool = setting("HTTPS_ONLY_COOKIES", "false", _bool)
+    trust_proxy_headers: bool = setting("TRUST_PROXY_HEADERS", "false", _bool)
+    max_body_bytes: int = setting("MAX_BODY_BYTES", "16384", _positive_int)
+    sends_per_sender_per_minute: int = setting("SENDS_PER_SENDER_PER_MINUTE", "30", _positive_int)
+    sends_per_address_per_minute: int = setting(
+        "SENDS_PER_ADDRESS_PER_MINUTE", "120", _positive_int
+    )
+    # A full batch (BATCH_MAX_ROWS) fits in a day, with room for single invites besides.
+    sends_per_sender_per_day: int = setting("SENDS_PER_SENDER_PER_DAY", "1500", _positive_int)
+    streams_per_sender: int = setting("STREAMS_PER_SENDER", "10", _positive_int)
+    alarm_pending_seconds: float = setting("ALARM_PENDING_SECONDS", "300", _positive_float)
+    alarm_check_seconds: float = setting("ALARM_CHECK_SECONDS", "15", _positive_float)
+    # No token: the operator page is off (404), never open.
+    ops_token: str | None = setting("OPS_TOKEN", "", _token("to turn /operacao off"))
+    signin_ttl_seconds: int = setting("SIGNIN_TTL_SECONDS", "900", _positive_int)
+    session_ttl_seconds: int = setting("SESSION_TTL_SECONDS", str(30 * 24 * 3600), _positive_int)
+    signin_links_per_address_per_hour: int = setting(
+        "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR", "5", _positive_int
+    )
+    signin_links_per_client_per_hour: int = setting(
+        "SIGNIN_LINKS_PER_CLIENT_PER_HOUR", "20", _positive_int
+    )
+    invites_per_recipient_per_day: int = setting(
+        "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
+    )
+    sends_per_hour: int = setting("SENDS_PER_HOUR", "5000", _positive_int)
+    bounce_listen: tuple[str, int] = setting("BOUNCE_LISTEN", "127.0.0.1:2525", _host_port)
+    streams_per_address: int = setting("STREAMS_PER_ADDRESS", "60", _positive_int)
+    streams_per_process: int = setting("STREAMS_PER_PROCESS", "5000", _positive_int)
+    stream_max_seconds: float = setting("STREAM_MAX_SECONDS", "3600", _positive_float)
+    stream_ping_seconds: float = setting("STREAM_PING_SECONDS", "15", _positive_float)
+    metrics_token: str | None = setting("METRICS_TOKEN", "", _token("for a public /metrics"))
+    status_snapshot_seconds: float = setting("STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero)
+    batch_max_rows: int = setting("BATCH_MAX_ROWS", "1000", _positive_int)
+    batch_max_bytes: int = setting("BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int)
+    batch_announce_seconds: float = setting("BATCH_ANNOUNCE_SECONDS", "10", _positive_float)
+    batch_reviews_per_minute: int = setting("BATCH_REVIEWS_PER_MINUTE", "10", _positive_int)
+    allowed_hosts: tuple[str, ...] = setting("ALLOWED_HOSTS", "", _host_names)
+    invite_ttl_seconds: int = setting("INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int)
+    trusted_proxies: tuple[Network, ...] = setting("TRUSTED_PROXIES", "127.0.0.1,::1", _networks)
+
+    @property
+    def is_dev(self) -> bool:
+        return self.app_env == "development"
+
+    @property
+    def mail_domain(self) -> str:
+        """``MAIL_FROM``'s domain: the right-hand side of every Message-ID we write."""
+        return mail_domain(self.mail_from)
+
+    def backoff_for(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
+        steps = self.retry_backoff_seconds
+        return steps[min(failed_attempt, len(steps)) - 1]
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read and check every setting; raise ``ConfigError`` naming the first bad variable."""
     env = os.environ if env is None else env
@@ -293,81 +317,22 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 
 def _read(env: Mapping[str, str]) -> Settings:
-    app_env = _parse(env, "APP_ENV", "development", _env_name)
+    values: dict[str, Any] = {}
+    for each in fields(Settings):
+        if "env" in each.metadata:
+            values[each.name] = _parse(env, *each.metadata["env"])
+    app_env = values["app_env"]
     mailbox = env.get("MAILBOX_DIR", "")
     if mailbox and app_env != "development":
         # /caixa shows every message sent: a development tool, never served anywhere else.
         raise ConfigError(
             f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
         )
-    mail_from = env.get("MAIL_FROM", "Convites <convites@localhost>")
-    return Settings(
-        app_env=app_env,
-        database_url=_parse(
-            env,
-            "DATABASE_URL",
-            f"sqlite+aiosqlite:///{VAR_DIR / 'convites.db'}",
-            _url("sqlite+aiosqlite", "postgresql+asyncpg"),
-        ),
-        redis_url=_parse(
-            env, "REDIS_URL", "redis://localhost:6379/0", _url("redis", "rediss", "unix")
-        ),
-        smtp=_parse(env, "SMTP_URL", "smtp://localhost:8025", SmtpSettings.from_url),
-        mail_from=mail_from,
-        secret_key=_secret_key(env, app_env),
-        public_url=env.get("PUBLIC_URL", "http://localhost:8000").rstrip("/"),
-        slow_after_seconds=_parse(env, "SLOW_AFTER_SECONDS", "30", _positive_float),
-        sending_lease_seconds=_parse(env, "SENDING_LEASE_SECONDS", "120", _positive_float),
-        max_attempts=_parse(env, "MAX_ATTEMPTS", "4", _positive_int),
-        retry_backoff_seconds=_parse(env, "RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff),
-        worker_heartbeat_seconds=_parse(env, "WORKER_HEARTBEAT_SECONDS", "5", _positive_float),
-        worker_grace_seconds=_parse(env, "WORKER_GRACE_SECONDS", "30", _positive_float),
-        mailbox_dir=Path(mailbox) if mailbox else None,
-        https_only_cookies=_parse(env, "HTTPS_ONLY_COOKIES", "false", _bool),
-        trust_proxy_headers=_parse(env, "TRUST_PROXY_HEADERS", "false", _bool),
-        max_body_bytes=_parse(env, "MAX_BODY_BYTES", "16384", _positive_int),
-        sends_per_sender_per_minute=_parse(env, "SENDS_PER_SENDER_PER_MINUTE", "30", _positive_int),
-        sends_per_address_per_minute=_parse(
-            env, "SENDS_PER_ADDRESS_PER_MINUTE", "120", _positive_int
-        ),
-        # A full batch (BATCH_MAX_ROWS) fits in a day, with room for single invites besides.
-        sends_per_sender_per_day=_parse(env, "SENDS_PER_SENDER_PER_DAY", "1500", _positive_int),
-        streams_per_sender=_parse(env, "STREAMS_PER_SENDER", "10", _positive_int),
-        alarm_pending_seconds=_parse(env, "ALARM_PENDING_SECONDS", "300", _positive_float),
-        alarm_check_seconds=_parse(env, "ALARM_CHECK_SECONDS", "15", _positive_float),
-        # No token: the operator page is off (404), never open.
-        ops_token=_parse(env, "OPS_TOKEN", "", _token("to turn /operacao off")),
-        signin_ttl_seconds=_parse(env, "SIGNIN_TTL_SECONDS", "900", _positive_int),
-        session_ttl_seconds=_parse(env, "SESSION_TTL_SECONDS", str(30 * 24 * 3600), _positive_int),
-        signin_links_per_address_per_hour=_parse(
-            env, "SIGNIN_LINKS_PER_ADDRESS_PER_HOUR", "5", _positive_int
-        ),
-        signin_links_per_client_per_hour=_parse(
-            env, "SIGNIN_LINKS_PER_CLIENT_PER_HOUR", "20", _positive_int
-        ),
-        invites_per_recipient_per_day=_parse(
-            env, "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
-        ),
-        sends_per_hour=_parse(env, "SENDS_PER_HOUR", "5000", _positive_int),
-        # Bounces come back to a VERP address of this one (app.bounces.addresses).
-        return_path=_parse(
-            env, "RETURN_PATH", f"devolucoes@{mail_domain(mail_from)}", _return_path
-        ),
-        bounce_listen=_parse(env, "BOUNCE_LISTEN", "127.0.0.1:2525", _host_port),
-        streams_per_address=_parse(env, "STREAMS_PER_ADDRESS", "60", _positive_int),
-        streams_per_process=_parse(env, "STREAMS_PER_PROCESS", "5000", _positive_int),
-        stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
-        stream_ping_seconds=_parse(env, "STREAM_PING_SECONDS", "15", _positive_float),
-        metrics_token=_parse(env, "METRICS_TOKEN", "", _token("for a public /metrics")),
-        status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
-        batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),
-        batch_max_bytes=_parse(env, "BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int),
-        batch_announce_seconds=_parse(env, "BATCH_ANNOUNCE_SECONDS", "10", _positive_float),
-        batch_reviews_per_minute=_parse(env, "BATCH_REVIEWS_PER_MINUTE", "10", _positive_int),
-        allowed_hosts=_parse(env, "ALLOWED_HOSTS", "", _host_names),
-        invite_ttl_seconds=_parse(env, "INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int),
-        trusted_proxies=_parse(env, "TRUSTED_PROXIES", "127.0.0.1,::1", _networks),
-    )
+    values["mailbox_dir"] = Path(mailbox) if mailbox else None
+    values["secret_key"] = _secret_key(env, app_env)
+    return_path = f"devolucoes@{mail_domain(values['mail_from'])}"
+    values["return_path"] = _parse(env, "RETURN_PATH", return_path, _return_path)
+    return Settings(**values)
 
 
 def mail_domain(mail_from: str) -> str:

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_variable_read_in_config_is_in_a_settings_table_of_the_docs() -> None:
     config = (ROOT / "app" / "config.py").read_text()
-    read = set(re.findall(r'_parse\(\s*env,\s*"([A-Z_]+)"', config))
+    read = set(re.findall(r'(?:_parse\(\s*env,|setting\()\s*"([A-Z_]+)"', config))
     read |= set(re.findall(r'env\.get\("([A-Z_]+)"', config))
     settings = (ROOT / "docs" / "settings.md").read_text()
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", settings, flags=re.MULTILINE))
