@@ -58,3 +58,15 @@ async def test_the_ops_token_does_not_skip_the_check_outside_operacao(
 
     assert response.status_code == 403
     assert await invite_count(db) == 0
+
+
+async def test_the_ops_token_under_another_scheme_is_stopped_by_the_csrf_check(
+    ops: httpx.AsyncClient,
+) -> None:
+    # A browser attaches Basic credentials on its own; only a bearer token proves a script.
+    response = await ops.post(
+        "/operacao/tentar-de-novo",
+        data={"motivo": "x"},
+        headers={**JSON, "Authorization": f"Basic x{TOKEN}"},
+    )
+    assert response.status_code == 403
