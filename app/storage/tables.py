@@ -45,11 +45,8 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime; use datetime.now(UTC)")
-        return (
-            value.astimezone(UTC)
-            if dialect.name != "sqlite"
-            else value.astimezone(UTC).replace(tzinfo=None)
-        )
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:

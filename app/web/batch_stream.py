@@ -81,7 +81,7 @@ class BatchStream(Stream):
 
     async def between(self) -> list[ServerSentEvent]:
         summary = await self.summary()
-        upkeep = await self.upkeep()
+        upkeep = await super().between()
         return upkeep if summary is None else [summary, *upkeep]
 
 

@@ -66,10 +66,6 @@ def render_row(
     return template.render(invite=invite, event_id=event_id, now=now, settings=settings)
 
 
-def render_notice(templates: Jinja2Templates, paused: str | None) -> str:
-    return templates.get_template("_notice.html").render(paused=paused)
-
-
 class Stream:
     """The state of one open stream: whose it is, how far it has read, what it last said."""
 
@@ -116,7 +112,8 @@ class Stream:
         if paused == self.paused:
             return None
         self.paused = paused
-        return ServerSentEvent(data=render_notice(self.templates, paused), event="aviso")
+        html = self.templates.get_template("_notice.html").render(paused=paused)
+        return ServerSentEvent(data=html, event="aviso")
 
     @property
     def ending(self) -> bool:
@@ -138,10 +135,6 @@ class Stream:
         """Rows were just sent (the batch page's stream keeps note, for its summary)."""
 
     async def between(self) -> list[ServerSentEvent]:
-        """What a stream says between reads (``upkeep``; the batch page's adds its summary)."""
-        return await self.upkeep()
-
-    async def upkeep(self) -> list[ServerSentEvent]:
         """Between reads: the paused notice if it changed, and the slot kept."""
         notice = await self.notice()
         await self.keep_slot()
