@@ -36,25 +36,22 @@ def _through_live_link(token: str, ttl_seconds: float) -> Any:
 async def accept(db: Database, token: str, ttl_seconds: float) -> Change | None:
     """``→ aceito`` through the invite's live link; ``None`` when it was already answered (or
     the link is replaced, expired, cancelled): of two clicks, one records the answer."""
-    return await transition(
-        db,
-        [
-            _through_live_link(token, ttl_seconds),
-            invites.c.status.in_([s.value for s in ANSWERABLE]),
-        ],
-        {"status": Status.ACEITO.value, "error": None, "next_attempt_at": None},
-    )
+    return await _answer(db, token, ttl_seconds, Status.ACEITO)
 
 
 async def decline(db: Database, token: str, ttl_seconds: float) -> Change | None:
     """``→ recusado`` through the invite's live link; ``None`` when already answered."""
+    return await _answer(db, token, ttl_seconds, Status.RECUSADO)
+
+
+async def _answer(db: Database, token: str, ttl_seconds: float, answer: Status) -> Change | None:
     return await transition(
         db,
         [
             _through_live_link(token, ttl_seconds),
             invites.c.status.in_([s.value for s in ANSWERABLE]),
         ],
-        {"status": Status.RECUSADO.value, "error": None, "next_attempt_at": None},
+        {"status": answer.value, "error": None, "next_attempt_at": None},
     )
 
 
