@@ -11,13 +11,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R")  # the resource a batch runs in (a connection)
 
 #: One batch, its callers grouped by operation: ``(operation, arguments)`` in order.
 Groups = list[tuple[Any, list[Any]]]
@@ -41,25 +38,17 @@ def _resolve(item: _Item, outcome: Any) -> None:
         item.future.set_result(outcome)
 
 
-class Batcher(Generic[R]):
-    """Run concurrent callers' operations in batches inside one ``open_batch()`` resource.
+class Batcher:
+    """Run concurrent callers' operations in batches, each batch through ``run_groups`` (one
+    transaction).
 
     With ``isolate_failures``, a failed batch reruns each caller alone, so one bad row fails only
     its own caller; without it, every caller of the batch gets the exception.
     """
 
     def __init__(
-        self,
-        open_batch: Callable[[], AbstractAsyncContextManager[R]] | None,
-        *,
-        isolate_failures: bool,
-        max_batch: int = 500,
-        run_groups: RunGroups | None = None,
+        self, run_groups: RunGroups, *, isolate_failures: bool, max_batch: int = 500
     ) -> None:
-        if run_groups is None:
-            if open_batch is None:
-                raise TypeError("a Batcher needs open_batch or run_groups")
-            run_groups = _in_one(open_batch)
         self._run_groups = run_groups
         self._isolate_failures = isolate_failures
         self._max_batch = max_batch
@@ -117,11 +106,3 @@ class Batcher(Generic[R]):
         for items, outcomes in zip(groups.values(), results, strict=True):
             for item, outcome in zip(items, outcomes, strict=True):
                 _resolve(item, outcome)
-
-
-def _in_one(open_batch: Callable[[], AbstractAsyncContextManager[Any]]) -> RunGroups:
-    async def run_groups(groups: Groups) -> list[Sequence[Any]]:
-        async with open_batch() as resource:
-            return [await operation(resource, arguments) for operation, arguments in groups]
-
-    return run_groups

@@ -113,7 +113,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         RESENDABLE=RESENDABLE,
         FILTERS=summary.FILTERS,
     )
-    # Compiled now, not while the first streams of a burst wait for their rows (10 ms cold).
+    # Compiled now, not while the first streams of a burst wait for their rows.
     for name in ("_invite_row.html", "_signin_row.html", "_notice.html"):
         templates.get_template(name)
     return templates

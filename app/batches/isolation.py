@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import resource
-import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import anyio.to_thread
 from anyio import CapacityLimiter
 
+from app import clock
 from app.batches.parse import Bounds, OverBound, Row, UnreadableBatch, parse_pasted, parse_upload
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def _read_apart(source: Source, bounds: Bounds) -> list[Row]:
     """Blocking: start the child, wait for its answer at most the time bound and the grace."""
     receiver, sender = _CONTEXT.Pipe(duplex=False)
     child = _CONTEXT.Process(target=_child, args=(sender, source, bounds), daemon=True)
-    began = time.monotonic()
+    began = clock.monotonic()
     try:
         child.start()
     except BaseException:
@@ -115,7 +115,7 @@ def _read_apart(source: Source, bounds: Bounds) -> list[Row]:
         receiver.close()
         log.info(
             "batch read finished",
-            extra={"kind": source.kind, "seconds": round(time.monotonic() - began, 3)},
+            extra={"kind": source.kind, "seconds": round(clock.monotonic() - began, 3)},
         )
     if outcome[0] == "over":
         raise OverBound(outcome[1], outcome[2])

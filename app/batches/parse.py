@@ -13,11 +13,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from app import clock
 from app.config import Settings
 
 #: Column headings that mean the address and the name (compared without case or accents).
@@ -97,14 +97,14 @@ class _Reading:
 
     def __init__(self, bounds: Bounds, what: str) -> None:
         self.bounds, self.what = bounds, what
-        self.deadline = time.monotonic() + bounds.seconds
+        self.deadline = clock.monotonic() + bounds.seconds
         self.chars = 0
         # Empty cells cost too (",,,," or a sheet padded to the width its header claims):
         # every row may be as wide as the column bound, no wider on the whole.
         self.cells_left = (bounds.rows + 1) * (bounds.columns + 1)
 
     def clock(self, line: int) -> None:
-        if time.monotonic() > self.deadline:
+        if clock.monotonic() > self.deadline:
             raise OverBound(
                 f"{self.what} levou mais de {_n(self.bounds.seconds)} segundos para ser lida "
                 f"(parou na linha {_n(line)}). Envie um arquivo menor, só com email e nome."

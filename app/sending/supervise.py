@@ -61,7 +61,11 @@ class Supervisor:
         while not self.stopping.is_set():
             if not await self._wait_for_redis():
                 return
-            worker = self.worker = Worker(**self.options, handle_signals=False)
+            # Each worker gets a ctx of its own: the clients a dead one's start-up made are
+            # closed by then.
+            ctx = dict(self.options.get("ctx") or {})
+            options = {**self.options, "ctx": ctx}
+            worker = self.worker = Worker(**options, handle_signals=False)
             try:
                 await self._run_one(worker)
             finally:

@@ -190,9 +190,9 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "redis_settings": redis_settings(settings.redis_url),
         # A graceful stop lets in-flight sends finish; what is left is put back safely.
         "job_completion_wait": max(1, round(settings.worker_grace_seconds)),
-        # Measured (docs/benchmarks.md): a short poll keeps accepted→enviado low without backlog;
-        # many concurrent jobs make the group commits of claims and verdicts large. SMTP
-        # connections are capped separately (SMTP_URL ?pool=).
+        # A short poll keeps accepted→enviado low without a backlog; many concurrent jobs make
+        # the group commits of claims and verdicts large. SMTP connections are capped
+        # separately (SMTP_URL ?pool=).
         "poll_delay": 0.02,
         "max_jobs": 200,
         "keep_result": 3600,

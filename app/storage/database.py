@@ -51,12 +51,8 @@ class Database:
             self.reader = self.writer
         # A durable commit (an fsync on SQLite) is the write path's cost: concurrent callers
         # share one transaction, and each returns only after it committed.
-        self._group_commit: Batcher[Connection] = Batcher(
-            None, isolate_failures=True, run_groups=self._commit_groups
-        )
-        self._group_read: Batcher[Connection] = Batcher(
-            None, isolate_failures=False, run_groups=self._read_groups
-        )
+        self._group_commit = Batcher(self._commit_groups, isolate_failures=True)
+        self._group_read = Batcher(self._read_groups, isolate_failures=False)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:

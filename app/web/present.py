@@ -87,7 +87,7 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.RECUSADO: lambda i: (
         f"{i.email} recusou o convite.",
         f"Recusado às {local_time(i.updated_at)}. "
-        "Enquanto o link valer, a pessoa ainda pode aceitar.",
+        "A resposta é definitiva; se a pessoa mudar de ideia, reenvie o convite.",
     ),
     Status.EXPIRADO: lambda i: (
         f"O convite para {i.email} expirou sem resposta.",
