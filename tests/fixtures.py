@@ -198,14 +198,8 @@ def short_lease_settings(
     tmp_path: Path, redis_url: str, smtp_port: int, **overrides: Any
 ) -> Settings:
     """Migrated settings whose leases and SMTP timeouts are short enough for process tests."""
-    settings = make_settings(
-        tmp_path,
-        redis_url,
-        smtp_port,
-        SENDING_LEASE_SECONDS=4,
-        SMTP_URL=f"smtp://127.0.0.1:{smtp_port}?timeout=2",
-        **overrides,
-    )
+    short = {"SENDING_LEASE_SECONDS": 4, "SMTP_URL": f"smtp://127.0.0.1:{smtp_port}?timeout=2"}
+    settings = make_settings(tmp_path, redis_url, smtp_port, **{**short, **overrides})
     migrate(settings)
     return settings
 

@@ -140,8 +140,8 @@ class PostgresServer:
 
     def restart(self) -> None:
         """Stop the server (every connection is cut) and start it again on the same data."""
-        data = str(self.folder / "data")
-        self._run("pg_ctl", "-D", data, "-m", "fast", "-w", "restart")
+        self.stop_server()
+        self.start_server()
 
     def stop_server(self) -> None:
         """Stop the server, keeping its data (``start_server`` brings it back)."""

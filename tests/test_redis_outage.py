@@ -96,9 +96,17 @@ async def test_a_worker_started_while_redis_is_down_waits_for_it(
 
 
 async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
-    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp, outage_settings: Settings
+    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp
 ) -> None:
-    settings = outage_settings
+    # The stalled send must outlast the time it takes to notice the outage (redis-py retries
+    # first), so its SMTP timeout is not the short one of the other process tests.
+    settings = short_lease_settings(
+        tmp_path,
+        own_redis.url,
+        smtp.port,
+        SENDING_LEASE_SECONDS=60,
+        SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=30",
+    )
     db = Database(settings.database_url)
     # A long grace: the stop must not wait for it when nothing is being sent.
     env = process_env(settings, WORKER_GRACE_SECONDS="60")
