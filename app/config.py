@@ -116,6 +116,7 @@ class Settings:
     stream_ping_seconds: float = 15.0
     metrics_token: str | None = None
     status_snapshot_seconds: float = 2.0
+    sender_share_of_hour_percent: int = 10
     batch_max_rows: int = 1000
     batch_max_bytes: int = 2 * 1024 * 1024
     batch_announce_seconds: float = 10.0
@@ -176,6 +177,13 @@ def _backoff(raw: str) -> tuple[float, ...]:
     if not steps or any(step < 0 for step in steps):
         raise ValueError("must be a comma-separated list of seconds, e.g. 5,30,300")
     return steps
+
+
+def _percent(raw: str) -> int:
+    value = _positive_int(raw)
+    if value > 100:
+        raise ValueError(f"expected a percentage from 1 to 100, got {raw!r}")
+    return value
 
 
 def _bool(raw: str) -> bool:
@@ -370,6 +378,7 @@ def _read(env: Mapping[str, str]) -> Settings:
             env, "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
         ),
         sends_per_hour=_parse(env, "SENDS_PER_HOUR", "5000", _positive_int),
+        sender_share_of_hour_percent=_parse(env, "SENDER_SHARE_OF_HOUR_PERCENT", "10", _percent),
         # Bounces come back to a VERP address of this one (app.bounces.addresses).
         return_path=_parse(
             env, "RETURN_PATH", f"devolucoes@{mail_domain(mail_from)}", _return_path

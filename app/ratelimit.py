@@ -3,7 +3,8 @@
 Sending (new invites and re-sends) is counted per sender and per client network (an IPv4 address,
 an IPv6 /64) each minute, per sender each day, and per recipient each day (from every sender
 together). Sign-in link requests are counted per e-mail address from one client network and per
-client network each hour; every worker's sends together per hour. Each counter is a fixed window
+client network each hour; every worker's sends together per hour, and each sender's share of
+that hour. Each counter is a fixed window
 that starts with its first hit and expires by itself (``EXPIRE``). Every caller goes through
 ``take``: its check-and-count is one Lua script, so a refused request counts nowhere and two
 processes can never both take the last unit. A request refused *after* it was counted (the
@@ -118,6 +119,35 @@ GLOBAL_SENDS_KEY = f"{PREFIX}:envio:global:hora"
 def global_send_limit(settings: Settings) -> Limit:
     """The limit every send of every worker counts against (the domain's reputation)."""
     return Limit("global_hour", GLOBAL_SENDS_KEY, settings.sends_per_hour, HOUR)
+
+
+def hourly_send_limits(settings: Settings, sender_id: str) -> list[Limit]:
+    """What one invitation mail counts against in the worker: the shared hour, and this
+    sender's share of it (``SENDER_SHARE_OF_HOUR_PERCENT``), so that no one sender, or a few,
+    can use up the hour and make everyone else's invites wait. Sign-in mails take neither:
+    ``count_send`` only counts them."""
+    share = max(1, settings.sends_per_hour * settings.sender_share_of_hour_percent // 100)
+    return [
+        global_send_limit(settings),
+        Limit("sender_hour", f"{PREFIX}:envio:remetente:{sender_id}:hora", share, HOUR),
+    ]
+
+
+# KEYS[1]: the counter; ARGV: its window seconds. Counts one hit whatever the limit.
+_COUNT = """
+if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 0
+"""
+
+
+async def count_send(redis: Redis, limit: Limit) -> None:
+    """Count a mail that goes whatever the limit says (a sign-in link: a person waiting to sign
+    in never waits for the invitation budget); counted so invitations give way to it. Fails
+    open like ``take``."""
+    try:
+        await cast(Awaitable[int], redis.eval(_COUNT, 1, limit.key, str(limit.window_seconds)))
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; send not counted", extra={"error": str(exc)})
 
 
 async def sends_this_hour(redis: Redis) -> int:
