@@ -115,6 +115,7 @@ class Settings:
     stream_max_seconds: float = 3600.0
     stream_ping_seconds: float = 15.0
     metrics_token: str | None = None
+    metrics_public: bool = False
     status_snapshot_seconds: float = 2.0
     sender_share_of_hour_percent: int = 10
     batch_max_rows: int = 1000
@@ -222,7 +223,10 @@ def _metrics_token(raw: str) -> str | None:
     if not raw:
         return None
     if len(raw) < 16:
-        raise ValueError("must be at least 16 random characters (or empty for a public /metrics)")
+        raise ValueError(
+            "must be at least 16 random characters (or empty: /metrics is then public outside "
+            "production, and in production only with METRICS_PUBLIC=true)"
+        )
     return raw
 
 
@@ -389,6 +393,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         stream_max_seconds=_parse(env, "STREAM_MAX_SECONDS", "3600", _positive_float),
         stream_ping_seconds=_parse(env, "STREAM_PING_SECONDS", "15", _positive_float),
         metrics_token=_parse(env, "METRICS_TOKEN", "", _metrics_token),
+        metrics_public=_parse(env, "METRICS_PUBLIC", "false", _bool),
         status_snapshot_seconds=_parse(env, "STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero),
         batch_max_rows=_parse(env, "BATCH_MAX_ROWS", "1000", _positive_int),
         batch_max_bytes=_parse(env, "BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int),
