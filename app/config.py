@@ -105,6 +105,13 @@ def _backoff(raw: str) -> tuple[float, ...]:
     return steps
 
 
+def _percent(raw: str) -> int:
+    value = _positive_int(raw)
+    if value > 100:
+        raise ValueError(f"expected a percentage from 1 to 100, got {raw!r}")
+    return value
+
+
 def _bool(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -273,12 +280,18 @@ class Settings:
         "INVITES_PER_RECIPIENT_PER_DAY", "3", _positive_int
     )
     sends_per_hour: int = setting("SENDS_PER_HOUR", "5000", _positive_int)
+    sender_share_of_hour_percent: int = setting("SENDER_SHARE_OF_HOUR_PERCENT", "10", _percent)
     bounce_listen: tuple[str, int] = setting("BOUNCE_LISTEN", "127.0.0.1:2525", _host_port)
     streams_per_address: int = setting("STREAMS_PER_ADDRESS", "60", _positive_int)
     streams_per_process: int = setting("STREAMS_PER_PROCESS", "5000", _positive_int)
     stream_max_seconds: float = setting("STREAM_MAX_SECONDS", "3600", _positive_float)
     stream_ping_seconds: float = setting("STREAM_PING_SECONDS", "15", _positive_float)
-    metrics_token: str | None = setting("METRICS_TOKEN", "", _token("for a public /metrics"))
+    metrics_token: str | None = setting(
+        "METRICS_TOKEN",
+        "",
+        _token("for a /metrics open outside production, and in it with METRICS_PUBLIC=true"),
+    )
+    metrics_public: bool = setting("METRICS_PUBLIC", "false", _bool)
     status_snapshot_seconds: float = setting("STATUS_SNAPSHOT_SECONDS", "2", _seconds_or_zero)
     batch_max_rows: int = setting("BATCH_MAX_ROWS", "1000", _positive_int)
     batch_max_bytes: int = setting("BATCH_MAX_BYTES", str(2 * 1024 * 1024), _positive_int)

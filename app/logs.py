@@ -72,7 +72,8 @@ def hide_secrets(text: str) -> str:
 
 
 class SecretPaths(logging.Filter):
-    """Hide link tokens in every record: uvicorn's access log writes each request's path."""
+    """Hide link tokens in every record: uvicorn's access log writes each request's path as an
+    argument, our own lines may carry one in an extra (``path``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
@@ -81,6 +82,9 @@ class SecretPaths(logging.Filter):
             record.args = tuple(
                 hide_secrets(arg) if isinstance(arg, str) else arg for arg in record.args
             )
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and isinstance(value, str):
+                record.__dict__[key] = hide_secrets(value)
         return True
 
 

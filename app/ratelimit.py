@@ -3,10 +3,13 @@
 Sending (new invites and re-sends) is counted per sender and per client network (an IPv4 address,
 an IPv6 /64) each minute, per sender each day, and per recipient each day (from every sender
 together). Sign-in link requests are counted per e-mail address from one client network and per
-client network each hour; every worker's sends together per hour. Each counter is a fixed window
+client network each hour; every worker's sends together per hour, and each sender's share of
+that hour. Each counter is a fixed window
 that starts with its first hit and expires by itself (``EXPIRE``). Every caller goes through
 ``take``: its check-and-count is one Lua script, so a refused request counts nowhere and two
-processes can never both take the last unit.
+processes can never both take the last unit. A request refused *after* it was counted (the
+write found a duplicate, a wrong state) hands the recipient's unit back with ``give_back``: only
+invites actually written count toward an address's day.
 
 If Redis does not answer, limits fail open: the refusal would only protect Redis-backed
 resources, and invites are still accepted into the outbox (the DB is the truth). Each such
@@ -118,6 +121,35 @@ def global_send_limit(settings: Settings) -> Limit:
     return Limit("global_hour", GLOBAL_SENDS_KEY, settings.sends_per_hour, HOUR)
 
 
+def hourly_send_limits(settings: Settings, sender_id: str) -> list[Limit]:
+    """What one invitation mail counts against in the worker: the shared hour, and this
+    sender's share of it (``SENDER_SHARE_OF_HOUR_PERCENT``), so that no one sender, or a few,
+    can use up the hour and make everyone else's invites wait. Sign-in mails take neither:
+    ``count_send`` only counts them."""
+    share = max(1, settings.sends_per_hour * settings.sender_share_of_hour_percent // 100)
+    return [
+        global_send_limit(settings),
+        Limit("sender_hour", f"{PREFIX}:envio:remetente:{sender_id}:hora", share, HOUR),
+    ]
+
+
+# KEYS[1]: the counter; ARGV: its window seconds. Counts one hit whatever the limit.
+_COUNT = """
+if redis.call('INCR', KEYS[1]) == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 0
+"""
+
+
+async def count_send(redis: Redis, limit: Limit) -> None:
+    """Count a mail that goes whatever the limit says (a sign-in link: a person waiting to sign
+    in never waits for the invitation budget); counted so invitations give way to it. Fails
+    open like ``take``."""
+    try:
+        await cast(Awaitable[int], redis.eval(_COUNT, 1, limit.key, str(limit.window_seconds)))
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; send not counted", extra={"error": str(exc)})
+
+
 async def sends_this_hour(redis: Redis) -> int:
     """How many sends the current hourly window has counted (for ``/saude``)."""
     return int(await redis.get(GLOBAL_SENDS_KEY) or 0)
@@ -192,6 +224,40 @@ async def take(
     refused = pairs[int(index) - 1][0]
     log.info("rate limit reached", extra={"limit": refused.kind})
     return Refusal(refused, max(1, int(ttl)), int(room))
+
+
+# KEYS: the counters; ARGV: the amount to hand back for each key, in order. A counter never goes
+# below zero (its window may have ended and started again in between) and keeps its expiry.
+_GIVE_BACK = """
+for i, key in ipairs(KEYS) do
+  local held = tonumber(redis.call('GET', key) or '0')
+  local amount = math.min(held, tonumber(ARGV[i]))
+  if amount > 0 then redis.call('DECRBY', key, amount) end
+end
+return 0
+"""
+
+
+async def give_back(
+    redis: Redis, limits: Sequence[Limit], amounts: Sequence[int] | None = None
+) -> None:
+    """Undo what ``take`` counted on ``limits`` for a request refused after it was counted.
+
+    Why: the per-recipient day protects an address from everyone together; if a refused request
+    (409: already invited, not in a state to re-send) kept its unit, anyone could use up an
+    address's day with refusals and lock out every real sender. Fails open like ``take``."""
+    merged: dict[str, int] = {}
+    for limit, amount in zip(limits, amounts or [1] * len(limits), strict=True):
+        merged[limit.key] = merged.get(limit.key, 0) + amount
+    if not merged:
+        return
+    try:
+        await cast(
+            Awaitable[int],
+            redis.eval(_GIVE_BACK, len(merged), *merged, *(str(a) for a in merged.values())),
+        )
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable; nothing given back", extra={"error": str(exc)})
 
 
 async def used(redis: Redis, limits: list[Limit]) -> list[int]:

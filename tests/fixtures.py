@@ -313,6 +313,8 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "SENDS_PER_SENDER_PER_MINUTE": str(settings.sends_per_sender_per_minute),
             "SENDS_PER_ADDRESS_PER_MINUTE": str(settings.sends_per_address_per_minute),
             "SENDS_PER_SENDER_PER_DAY": str(settings.sends_per_sender_per_day),
+            "SENDS_PER_HOUR": str(settings.sends_per_hour),
+            "SENDER_SHARE_OF_HOUR_PERCENT": str(settings.sender_share_of_hour_percent),
             "STREAMS_PER_SENDER": str(settings.streams_per_sender),
             "ALARM_PENDING_SECONDS": str(settings.alarm_pending_seconds),
             "ALARM_CHECK_SECONDS": str(settings.alarm_check_seconds),

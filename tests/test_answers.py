@@ -367,3 +367,33 @@ async def test_the_database_refuses_a_second_live_link_for_one_invite(
                     replaced_at=None,
                 )
             )
+
+
+async def test_addresses_in_the_message_are_never_links_and_the_mail_names_its_only_link(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    fake = f"{settings.public_url}/c/AAAAAAAAAAAAAAAAAAAAAAAA"
+    _, path = await invited(
+        client, settings, smtp, mensagem=f"CONFIRME AQUI: {fake}\nou www.convites-br.com"
+    )
+
+    mail = smtp.received[-1].message
+    html = mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    text = mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    page = (await anonymous_client.get(path)).text
+
+    for body in (html, text):
+        # No mail client can make a link of what the sender wrote: no dotted host is left whole.
+        assert fake not in body and "www.convites-br.com" not in body
+        assert "CONFIRME AQUI: http[:]//" in body
+        assert (
+            "www[.]convites-br[.]com" in body and "Endereços na mensagem aparecem sem link" in body
+        )
+        assert "O link abaixo é o único link do Convites neste e-mail." in body
+        assert body.count(f"{settings.public_url}/c/") == 1  # ours, only
+    assert html.count("<a ") == 1 and f'<a href="{settings.public_url}{path}">' in html
+    # The page is ours: the message is text in it, never an <a>.
+    assert f"CONFIRME AQUI: {fake}" in page and f'href="{fake}' not in page

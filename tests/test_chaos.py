@@ -52,6 +52,7 @@ def chaos_settings(tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp) -
         SENDS_PER_SENDER_PER_MINUTE=1_000_000,
         SENDS_PER_ADDRESS_PER_MINUTE=1_000_000,
         SENDS_PER_SENDER_PER_DAY=1_000_000,
+        SENDER_SHARE_OF_HOUR_PERCENT=100,  # one sender is the whole load here
     )
 
 

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from app.config import ConfigError, Settings, load_settings
-from tests.helpers import client_for
+from tests.helpers import api_headers, client_for
+from tests.services import ScriptedSmtp
 
 PROXY = ("198.51.100.7", 40000)
 FORWARDED = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.50"}
@@ -50,3 +51,46 @@ def test_trusted_proxies_takes_addresses_and_networks() -> None:
     assert [str(n) for n in settings.trusted_proxies] == ["10.0.0.5/32", "172.16.0.0/12", "::1/128"]
     with pytest.raises(ConfigError, match="TRUSTED_PROXIES"):
         load_settings({**base, "TRUSTED_PROXIES": "proxy.internal"})
+
+
+async def test_repeated_forwarded_lines_are_read_whole_trusting_only_listed_hops(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    # A proxy that appends its own X-Forwarded-For line after the client's: uvicorn's
+    # ProxyHeadersMiddleware joins every line and reads from the right, skipping trusted hops,
+    # so what the client wrote in its own line cannot choose the address the limits count.
+    trusting = replace(
+        settings,
+        trust_proxy_headers=True,
+        trusted_proxies=(ipaddress.ip_network("198.51.100.0/24"),),
+        sends_per_address_per_minute=1,
+    )
+    codes = []
+    for n, spoofed in enumerate(("192.0.2.1", "192.0.2.2")):
+        async with client_for(trusting, smtp=smtp, email=f"s{n}@exemplo.com", client=PROXY) as http:
+            lines = [
+                *(await api_headers(http)).items(),
+                ("X-Forwarded-For", spoofed),  # the client's own line
+                ("X-Forwarded-For", "203.0.113.50, 198.51.100.8"),  # the proxies'
+            ]
+            answer = await http.post("/convites", json={"email": "x@exemplo.com"}, headers=lines)
+            codes.append(answer.status_code)
+
+    assert codes == [202, 429]  # both are 203.0.113.50, whatever the first line said
+
+
+@pytest.mark.parametrize(
+    ("lines", "secure"), [(["http", "https"], True), (["https", "http"], False)]
+)
+async def test_of_repeated_forwarded_proto_lines_the_last_one_the_proxys_counts(
+    settings: Settings, lines: list[str], secure: bool
+) -> None:
+    trusting = replace(
+        settings,
+        trust_proxy_headers=True,
+        trusted_proxies=(ipaddress.ip_network("198.51.100.0/24"),),
+    )
+    async with client_for(trusting, client=PROXY) as browser:
+        response = await browser.get("/", headers=[("X-Forwarded-Proto", line) for line in lines])
+
+    assert secure_cookie(response) is secure

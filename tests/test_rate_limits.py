@@ -179,3 +179,47 @@ async def test_concurrent_requests_never_both_take_the_last_unit(redis: Redis) -
     assert [answer is None for answer in answers].count(True) == 5
     assert {answer.limit.kind for answer in answers if answer is not None} == {"sender_minute"}
     assert await redis.get("convites:limite:teste:remetente") == b"5"
+
+
+async def test_refused_invites_do_not_use_up_an_addresses_day(
+    settings: Settings, db: Database, smtp: ScriptedSmtp
+) -> None:
+    strict = replace(settings, invites_per_recipient_per_day=3)
+    async with client_for(strict, smtp=smtp, email="intruso@exemplo.com") as intruder:
+        assert (await send(intruder, "alvo@exemplo.com")).status_code == 202
+        repeats = [(await send(intruder, "alvo@exemplo.com")).status_code for _ in range(4)]
+    codes = []
+    for i in range(3):
+        async with client_for(strict, smtp=smtp, email=f"real{i}@exemplo.com") as sender:
+            codes.append((await send(sender, "alvo@exemplo.com")).status_code)
+
+    assert repeats == [409, 409, 409, 409]
+    assert codes == [202, 202, 429]  # the intruder's one written invite counts, its 409s do not
+    assert await invite_count(db) == 3
+
+
+async def test_refused_corrections_and_resends_do_not_use_up_an_addresses_day(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    strict = replace(settings, invites_per_recipient_per_day=2)
+    async with client_for(strict, smtp=smtp, email="intruso@exemplo.com") as intruder:
+        created = (await send(intruder, "outro@exemplo.com")).json()
+        headers = await api_headers(intruder)
+        url = f"/convites/{created['id']}"
+        corrected = [
+            await intruder.post(
+                f"{url}/corrigir", json={"email": "alvo@exemplo.com"}, headers=headers
+            )
+            for _ in range(2)
+        ]
+        resent = await intruder.post(f"{url}/reenviar", headers=headers)
+    codes = []
+    for i in range(2):
+        async with client_for(strict, smtp=smtp, email=f"real{i}@exemplo.com") as sender:
+            codes.append((await send(sender, "alvo@exemplo.com")).status_code)
+    async with client_for(strict, smtp=smtp, email="real@exemplo.com") as sender:
+        codes.append((await send(sender, "outro@exemplo.com")).status_code)
+
+    assert [r.status_code for r in corrected] == [409, 409]  # pendente: nothing to correct
+    assert resent.status_code == 409  # pendente: nothing to re-send
+    assert codes == [202, 202, 202]  # only the intruder's one written invite counted

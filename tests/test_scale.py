@@ -37,6 +37,7 @@ def scale_settings(
         SENDS_PER_SENDER_PER_MINUTE=10_000,
         SENDS_PER_ADDRESS_PER_MINUTE=10_000,
         SENDS_PER_SENDER_PER_DAY=10_000,
+        SENDER_SHARE_OF_HOUR_PERCENT=100,  # one sender is the whole load here
     )
 
 

@@ -58,3 +58,23 @@ async def test_with_metrics_token_metrics_need_the_bearer_token(settings: Settin
     assert "token de métricas" in anonymous.text
     assert right.status_code == 200 and "convites_invites_created_total" in right.text
     assert health.status_code in (200, 503)  # /saude stays public
+
+
+async def test_in_production_metrics_are_closed_without_a_token_unless_opened(
+    settings: Settings,
+) -> None:
+    production = replace(settings, app_env="production")
+    async with client_for(production) as anyone:
+        closed = await anyone.get("/metrics")
+        health = await anyone.get("/saude")
+    async with client_for(replace(production, metrics_public=True)) as anyone:
+        opened = await anyone.get("/metrics")
+    async with client_for(replace(production, metrics_token=TOKEN)) as scraper:
+        anonymous = await scraper.get("/metrics")
+        right = await scraper.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+
+    assert closed.status_code == 404 and "Página não encontrada" in closed.text
+    assert "convites_" not in closed.text
+    assert health.status_code in (200, 503)  # /saude stays public
+    assert opened.status_code == 200 and "convites_invites_created_total" in opened.text
+    assert anonymous.status_code == 401 and right.status_code == 200

@@ -38,6 +38,22 @@ STOPPED_BEFORE_SENDING = "O envio foi interrompido antes de começar; ele será 
 HOURLY_BUDGET_SPENT = (
     "O limite de envios por hora do Convites foi atingido; seu convite sai quando ele renovar."
 )
+SENDER_SHARE_SPENT = (
+    "Você usou sua parte dos envios desta hora, que é dividida entre todos os remetentes; "
+    "seu convite sai quando ela renovar."
+)
+
+
+async def _spend_hourly_budget(ctx: dict[str, Any], invite: Invite) -> ratelimit.Refusal | None:
+    """A sign-in mail always goes (it is only counted, so invitations give way to it); an
+    invitation takes one unit of the shared hour and of its sender's share, or waits."""
+    settings: Settings = ctx["settings"]
+    if invite.kind == SIGNIN_MAIL:
+        await ratelimit.count_send(ctx["redis"], ratelimit.global_send_limit(settings))
+        return None
+    return await ratelimit.take(
+        ctx["redis"], ratelimit.hourly_send_limits(settings, invite.sender_id)
+    )
 
 
 async def _record(ctx: dict[str, Any], change: Change | None) -> None:
@@ -165,7 +181,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     claimed = won.change
     await ctx["announcer"].announce(claimed)
     try:
-        spent = await ratelimit.take(ctx["redis"], [ratelimit.global_send_limit(settings)])
+        spent = await _spend_hourly_budget(ctx, claimed.invite)
     except OUTAGE_ERRORS:
         # Redis went away between the claim and the send: nothing left, so the claim is given
         # back at once rather than left to expire as incerto.
@@ -179,9 +195,13 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         return "released"
     if spent is not None:
         # Nothing refused, nothing lost: the row waits as pendente until the window renews.
-        log.warning("hourly send budget spent; attempt deferred", extra={"invite": public_id})
+        log.warning(
+            "hourly send budget spent; attempt deferred",
+            extra={"invite": public_id, "limit": spent.limit.kind},
+        )
+        reason = SENDER_SHARE_SPENT if spent.limit.kind == "sender_hour" else HOURLY_BUDGET_SPENT
         deferred = await transitions.release_claim(
-            ctx["db"], claimed.invite, HOURLY_BUDGET_SPENT, due_in=spent.retry_after
+            ctx["db"], claimed.invite, reason, due_in=spent.retry_after
         )
         await _record(ctx, deferred)
         return "deferred"

@@ -7,6 +7,7 @@ MIME parts); every person-supplied text is escaped for the HTML part.
 from __future__ import annotations
 
 import html
+import re
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import SMTP
@@ -75,6 +76,26 @@ def _page(*paragraphs: str, link: tuple[str, str] | None = None) -> str:
     return f'<!doctype html><html lang="pt-BR"><body>{body}</body></html>'
 
 
+#: What a mail client's linkifier makes a link of: a scheme ("https://", "http://localhost"),
+#: or a dotted host name ending in letters ("convites.exemplo.com", "www.x.com.br").
+_SCHEME = re.compile(r"://")
+_HOST = re.compile(r"\b(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}\b")
+
+
+def unlinkable(text: str) -> str:
+    """A sender's Mensagem written ``https[:]//exemplo[.]com``: plain text that no mail client
+    turns into a link, so a look-alike call to action under our domain
+    ("https://convites.exemplo.com/c/…") cannot pass for ours. Still readable, and copyable by
+    whoever means to."""
+    text = _SCHEME.sub("[:]//", text)
+    return _HOST.sub(lambda host: host.group(0).replace(".", "[.]"), text)
+
+
+#: Where the mail says which link is ours: the sender's Mensagem is theirs, not Convites'.
+ONLY_LINK = "O link abaixo é o único link do Convites neste e-mail."
+NO_LINKS_IN_MESSAGE = "Endereços na mensagem aparecem sem link: quem os escreveu foi {who}."
+
+
 def _who_invites(invite: Invite) -> str:
     if invite.sender_email is None:  # written before senders were accounts
         return "Você foi convidado para o Convites."
@@ -87,17 +108,28 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
     (``/c/{token}``); replies go to the sender."""
     link = f"{settings.public_url}/c/{token}"
     who = _who_invites(invite)
-    said = (f"Mensagem de {invite.sender_name or invite.sender_email}:", invite.message)
-    message = said if invite.message else ()
+    author = invite.sender_name or invite.sender_email or "quem convida"
+    message: tuple[str, ...] = ()
+    if invite.message:
+        shown = unlinkable(invite.message)
+        message = (f"Mensagem de {author}:", shown)
+        if shown != invite.message:
+            message += (NO_LINKS_IN_MESSAGE.format(who=author),)
     answer = "Para aceitar ou recusar, abra o link:"
-    text = "\n\n".join([_greeting(invite), who, *message, f"{answer}\n{link}"]) + "\n"
+    text = "\n\n".join([_greeting(invite), who, *message, f"{ONLY_LINK} {answer}\n{link}"])
     reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
     return compose(
         settings,
         invite,
         "Você recebeu um convite",
-        text,
-        _page(_greeting(invite), who, *message, answer, link=(link, "Responder ao convite")),
+        text + "\n",
+        _page(
+            _greeting(invite),
+            who,
+            *message,
+            f"{ONLY_LINK} {answer}",
+            link=(link, "Responder ao convite"),
+        ),
         reply_to=reply_to,
     )
 

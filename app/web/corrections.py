@@ -18,7 +18,14 @@ from app.invites.validation import InvalidInvite, parse_invite
 from app.web.common import db_of, error_response, is_htmx, render, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
-from app.web.invites import accepted, mine_or_404, not_in_state, over_send_limits, row_context
+from app.web.invites import (
+    accepted,
+    mine_or_404,
+    not_in_state,
+    over_send_limits,
+    refused_after_counting,
+    row_context,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,7 @@ async def correct(request: Request) -> Response:
         db_of(request), invite.sender_id, invite.public_id, checked.email
     )
     if change is None:
+        await refused_after_counting(request, checked.email)
         return not_in_state(request, invite, "corrigir", CORRECTABLE)
     log.info(
         "corrected and sent again",

@@ -23,6 +23,7 @@ from app.web.common import bearer_token, error_response, settings_of
 
 NO_STORE = {"Cache-Control": "no-store"}
 METRICS_REFUSED = "Informe o token de métricas (Authorization: Bearer …)."
+METRICS_CLOSED = "Página não encontrada."
 
 
 async def public_health(
@@ -40,6 +41,18 @@ async def saude(request: Request) -> Response:
     return JSONResponse(body, status_code=status, headers=NO_STORE)
 
 
+def _metrics_closed(request: Request) -> bool:
+    """In production, with no token, ``/metrics`` is not there unless opened on purpose
+    (``METRICS_PUBLIC``): its numbers (queue sizes, failure classes, workers) tell an attacker
+    how their load is doing, and a forgotten variable must not publish them."""
+    settings = settings_of(request)
+    return (
+        settings.app_env == "production"
+        and settings.metrics_token is None
+        and not settings.metrics_public
+    )
+
+
 def _metrics_allowed(request: Request) -> bool:
     token = settings_of(request).metrics_token
     if token is None:
@@ -51,6 +64,8 @@ def _metrics_allowed(request: Request) -> bool:
 async def metrics_endpoint(request: Request) -> Response:
     """Every number is read from the database and Redis (see ``app.ops.metrics``), at most a
     snapshot's age ago."""
+    if _metrics_closed(request):
+        return error_response(request, 404, METRICS_CLOSED)
     if not _metrics_allowed(request):
         response = error_response(request, 401, METRICS_REFUSED)
         response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'

@@ -105,6 +105,14 @@ async def over_send_limits(request: Request, recipient: str) -> Response | None:
     return too_many_requests(request, message, refusal.retry_after)
 
 
+async def refused_after_counting(request: Request, recipient: str) -> None:
+    """A send that ``over_send_limits`` counted but that wrote nothing (409) hands back its unit
+    of the recipient's day: only invites written count toward an address's daily limit. The
+    sender's and the network's own limits keep it: refusals still cost their requester."""
+    limit = ratelimit.recipient_limit(settings_of(request), recipient)
+    await ratelimit.give_back(request.state.redis, [limit])
+
+
 def _already_invited(request: Request, existing: Invite) -> Response:
     """409: this sender's invite to that address is still on its way (or arrived)."""
     location = f"/convites/{existing.public_id}"
@@ -152,6 +160,7 @@ async def create(request: Request) -> Response:
         message=invite_request.message,
     )
     if isinstance(change, Duplicate):
+        await refused_after_counting(request, invite_request.email)
         return _already_invited(request, change.invite)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
@@ -296,6 +305,7 @@ async def resend(request: Request) -> Response:
         return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
     if change is None:
+        await refused_after_counting(request, invite.email)
         return not_in_state(request, invite, "reenviar", RESENDABLE)
     log.info(
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}

@@ -8,6 +8,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.logs import hide_secrets
 from app.web.common import error_response
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,9 @@ class BodyLimitMiddleware:
             await self._refuse(scope, receive, send, f">{max_bytes}")
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
-        log.warning("request body too large", extra={"path": scope["path"], "content_length": size})
+        log.warning(
+            "request body too large",
+            extra={"path": hide_secrets(scope["path"]), "content_length": size},
+        )
         response = error_response(Request(scope), 413, TOO_LARGE)
         await response(scope, receive, send)

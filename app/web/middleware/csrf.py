@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.logs import hide_secrets
 from app.web.common import VISITOR_KEY, bearer_token, error_response, settings_of, visitor_id
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class CsrfMiddleware:
         if not self._valid(scope, given):
             log.warning(
                 "request refused: missing or invalid CSRF token",
-                extra={"method": scope["method"], "path": scope["path"]},
+                extra={"method": scope["method"], "path": hide_secrets(scope["path"])},
             )
             await error_response(Request(scope), 403, REFUSED)(scope, receive, send)
             return
