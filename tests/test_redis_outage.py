@@ -95,18 +95,23 @@ async def test_a_worker_started_while_redis_is_down_waits_for_it(
     assert worker.log().count("redis unavailable") == 1, worker.describe()
 
 
-async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
-    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp
-) -> None:
-    # The stalled send must outlast the time it takes to notice the outage (redis-py retries
-    # first), so its SMTP timeout is not the short one of the other process tests.
-    settings = short_lease_settings(
+@pytest.fixture
+def patient_settings(tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp) -> Settings:
+    """A stalled send outlasts the time it takes to notice the outage (redis-py retries first):
+    not the short SMTP timeout of the other process tests."""
+    return short_lease_settings(
         tmp_path,
         own_redis.url,
         smtp.port,
         SENDING_LEASE_SECONDS=60,
         SMTP_URL=f"smtp://127.0.0.1:{smtp.port}?timeout=30",
     )
+
+
+async def test_a_worker_stopped_during_an_outage_exits_cleanly_and_soon(
+    tmp_path: Path, own_redis: RedisServer, smtp: ScriptedSmtp, patient_settings: Settings
+) -> None:
+    settings = patient_settings
     db = Database(settings.database_url)
     # A long grace: the stop must not wait for it when nothing is being sent.
     env = process_env(settings, WORKER_GRACE_SECONDS="60")

@@ -19,7 +19,7 @@ from datetime import timedelta
 from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.clock import utcnow
@@ -29,10 +29,13 @@ from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
-#: What "Redis is not there" looks like from redis-py and the socket below it.
+#: What "Redis is not there" looks like from redis-py and the socket below it. A connection lost
+#: while arq WATCHes a job's key reaches us as a ``WatchError`` ("A ConnectionError occurred on
+#: while watching…"); arq handles a real conflict itself, at ``execute()``.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
+    WatchError,
     ConnectionError,
     OSError,
     asyncio.TimeoutError,
