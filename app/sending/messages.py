@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from email.headerregistry import Address
+from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
@@ -17,6 +17,25 @@ from app.bounces.addresses import bounce_address, envelope_id
 from app.config import Settings
 from app.invites.records import SIGNIN_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
+
+
+class _HeaderClasses(HeaderRegistry):
+    """The standard registry builds a new class for every header it parses (``type(...)`` in
+    ``__getitem__``), which was a third of the time to write a mail; each is built once here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._built: dict[str, type[BaseHeader]] = {}
+
+    def __getitem__(self, name: str) -> type[BaseHeader]:
+        key = name.lower()
+        if key not in self._built:
+            self._built[key] = super().__getitem__(name)
+        return self._built[key]
+
+
+#: ``policy.SMTP`` with the registry above, through the policy's documented ``header_factory``.
+POLICY = SMTP.clone(header_factory=_HeaderClasses())
 
 
 def _address(name: str | None, email: str) -> Address:
@@ -39,7 +58,7 @@ def compose(
 ) -> OutgoingMail:
     """One message to ``invite.email``, text and HTML, its Message-ID made of the row and the
     attempt so that a mail log or a returned message leads to them."""
-    message = EmailMessage(policy=SMTP)
+    message = EmailMessage(policy=POLICY)
     message["From"] = settings.mail_from
     message["To"] = _address(invite.name, invite.email)
     message["Subject"] = subject
