@@ -185,7 +185,6 @@ def _lifespan(settings: Settings, static: StaticAssets, warm_up: bool) -> Any:
                 warming.cancel()
             await _bounded(hub.close(), "live hub")
             await _bounded(publisher.close(), "publisher")
-            await _bounded(announcer.close(), "announcer")
             await _bounded(monitor, "alarm monitor")
             await _bounded(sse.forget(redis), "open-stream counter")
             await _bounded(redis.aclose(), "redis")

@@ -72,7 +72,6 @@ async def announce(redis: Redis, changes: list[Change | None]) -> None:
     """Wake the senders' pages for ``changes``, as the worker and the sweep do."""
     announcer = Announcer(redis)
     await announcer.announce_all(changes)
-    await announcer.close()
 
 
 async def statuses(db: Database, public_id: str) -> list[tuple[str, int]]:

@@ -46,7 +46,6 @@ async def sweep_once(settings: Settings, db: Database, redis: Redis) -> int:
             db, arq_redis, publisher, announcer, invite_ttl_seconds=settings.invite_ttl_seconds
         )
     finally:
-        await announcer.close()
         await arq_redis.aclose()
     return done.expired
 

@@ -372,7 +372,6 @@ async def test_a_change_the_web_commits_rings_its_own_streams_without_redis(
             assert await for_ana.wait(0.01)  # rung before the announce returned
             assert not await for_bia.wait(0.01)
     finally:
-        await announcer.close()
         await dead.aclose()
 
 

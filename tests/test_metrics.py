@@ -136,8 +136,11 @@ async def test_concurrent_observations_are_each_counted(
     sends = [0.01 * i for i in range(60)]  # buckets 0.05, 0.1, 0.25, 0.5 and 1
     latencies = [0.2] * 25
     await asyncio.gather(
-        *(observations.observe(SEND_DURATION, v) for v in sends),
-        *(observations.observe(ACCEPTED_TO_SENT, v) for v in latencies),
+        *(observations.observe((SEND_DURATION, v)) for v in sends[25:]),
+        *(
+            observations.observe((SEND_DURATION, took), (ACCEPTED_TO_SENT, latency))
+            for took, latency in zip(sends[:25], latencies, strict=True)
+        ),
     )
     buckets, total = await SEND_DURATION.read(redis)
     assert dict(buckets)["0.05"] == 6 and dict(buckets)["0.1"] == 11 and dict(buckets)["+Inf"] == 60

@@ -245,7 +245,6 @@ async def bounce_receiver(settings: Settings, spool: Path | None = None) -> Asyn
             await heartbeat
         with suppress(Exception):
             await asyncio.wait_for(forget(redis, BOUNCE_RECEIVERS, receiver_id), 2)
-        await announcer.close()
         await redis.aclose()
         await db.dispose()
         log.info("bounce receiver stopped")

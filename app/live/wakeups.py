@@ -48,6 +48,3 @@ class Announcer:
 
     async def announce_all(self, changes: Iterable[Change | None]) -> None:
         await asyncio.gather(*(self.announce(change) for change in changes))
-
-    async def close(self) -> None:
-        """Nothing is held between announcements; kept so owners can close every store alike."""

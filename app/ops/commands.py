@@ -46,7 +46,6 @@ async def _stores(settings: Settings) -> AsyncIterator[_Stores]:
         yield stores
     finally:
         await stores.publisher.close()
-        await stores.announcer.close()
         await redis.aclose()
         await db.dispose()
 

@@ -97,26 +97,25 @@ HISTOGRAMS = (SEND_DURATION, ACCEPTED_TO_SENT)
 
 
 class Observations:
-    """Histogram observations from the jobs, each one MULTI of its bucket, count and sum. An
-    outage costs a data point, never a send."""
+    """Histogram observations from the jobs: one MULTI for all of a job's points (bucket, count
+    and sum of each). An outage costs the data points, never a send."""
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
-    async def observe(self, histogram: RedisHistogram, value: float) -> None:
+    async def observe(self, *points: tuple[RedisHistogram, float]) -> None:
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hincrby(histogram.key, _bucket_field(histogram.bound(value)), 1)
-                pipe.hincrby(histogram.key, "count", 1)
-                pipe.hincrbyfloat(histogram.key, "sum", value)
+                for histogram, value in points:
+                    pipe.hincrby(histogram.key, _bucket_field(histogram.bound(value)), 1)
+                    pipe.hincrby(histogram.key, "count", 1)
+                    pipe.hincrbyfloat(histogram.key, "sum", value)
                 await pipe.execute()
         except Exception as exc:
             log.warning(
-                "could not record a metric", extra={"metric": histogram.name, "error": repr(exc)}
+                "could not record a metric",
+                extra={"metrics": [h.name for h, _ in points], "error": repr(exc)},
             )
-
-    async def close(self) -> None:
-        """Nothing is held between observations; kept so owners can close every store alike."""
 
 
 async def count_refused_bounce(redis: Redis, reason: str) -> None:

@@ -118,12 +118,15 @@ async def _send_timed(
     )
 
 
-async def _observe_sent(ctx: dict[str, Any], change: Change | None) -> None:
-    if change is None or change.invite.status != Status.ENVIADO or change.invite.sent_at is None:
-        return
-    started = await queries.round_started_at(ctx["db"], change.invite)
-    latency = (change.invite.sent_at - started).total_seconds()
-    await ctx["observations"].observe(ACCEPTED_TO_SENT, max(0.0, latency))
+async def _observe(ctx: dict[str, Any], took: float, change: Change | None) -> None:
+    """How long the SMTP conversation took and, for a sent invite, how long since its round
+    began (the 202 or the resend), in one round trip."""
+    points = [(SEND_DURATION, took)]
+    invite = change.invite if change is not None else None
+    if invite is not None and invite.status == Status.ENVIADO and invite.sent_at is not None:
+        started = await queries.round_started_at(ctx["db"], invite)
+        points.append((ACCEPTED_TO_SENT, max(0.0, (invite.sent_at - started).total_seconds())))
+    await ctx["observations"].observe(*points)
 
 
 async def _deliver(
@@ -211,8 +214,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     took = clock.monotonic() - started
     # What follows needs Redis; the verdict is already in the database.
     await _record(ctx, outcome)
-    await ctx["observations"].observe(SEND_DURATION, took)
-    await _observe_sent(ctx, outcome)
+    await _observe(ctx, took, outcome)
     status = outcome.invite.status.value if outcome else "lost"
     log.info("attempt finished", extra={"invite": public_id, "attempt": attempt, "status": status})
     return status

@@ -150,7 +150,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
             await forget(ctx["redis"], WORKERS, ctx["worker_id"])
         except Exception as exc:  # Redis down: the beat goes stale by itself
             log.warning("could not withdraw the heartbeat", extra={"error": repr(exc)})
-    for part in ("publisher", "announcer", "observations", "mailer"):
+    for part in ("publisher", "mailer"):
         if part in ctx:
             await ctx[part].close()
     if "db" in ctx:
