@@ -78,7 +78,7 @@ def accept_section(data: dict[str, Any]) -> list[str]:
         why = (
             "wrk used a whole core: the client, not the app, is the limit"
             if client_bound
-            else 'see "Where each target stands" and the change log below'
+            else 'see "Foundations (issue #32): before and after" below'
         )
         lines.append(
             _verdict(
@@ -125,7 +125,7 @@ def e2e_section(data: dict[str, Any]) -> list[str]:
             "(floor: ≥ 35%)",
             "every invite costs two durable SQLite transactions (claim, verdict) and an SMTP "
             "exchange on top of arq's own per-job Redis round trips; "
-            'see "Where each target stands" below'
+            'see "Foundations (issue #32): before and after" below'
             + ("" if burst["complete"] else "; the run timed out before every invite was sent"),
         ),
         "",
@@ -182,13 +182,13 @@ def live_section(data: dict[str, Any]) -> list[str]:
             ratio <= 1.5,  # NaN (no baseline) is not met
             f"live: last subscriber p99 {ratio:.2f}× the bare sse-starlette broadcast "
             "(floor: ≤ 1.5×)",
-            'see "Where each target stands" below',
+            'see "Foundations (issue #32): before and after" below',
         ),
         _verdict(
             memory <= 1.2,
             f"live: {_f(data['kb_per_stream'], 1)} KB of web memory per stream, {memory:.2f}× "
             "the bare app's (floor: ≤ 1.2×)",
-            'see "Where each target stands" below',
+            'see "Foundations (issue #32): before and after" below',
         ),
         "",
     ]
