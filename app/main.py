@@ -267,7 +267,10 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
         Middleware(
             BodyLimitMiddleware,
             max_bytes=settings.max_body_bytes,
-            larger=(("/lotes", max(settings.batch_max_bytes, settings.max_body_bytes)),),
+            larger=tuple(
+                (prefix, max(settings.batch_max_bytes, settings.max_body_bytes))
+                for prefix in ("/lotes", "/api/v1/lotes")
+            ),
         ),
         Middleware(
             SchemeAwareSessionMiddleware,

@@ -277,3 +277,39 @@ controls = Table(
     Column("value", Text, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
 )
+
+#: An account's API keys (``app.api.keys``): ``Authorization: Bearer <chave>`` on ``/api/v1``.
+#: The key is shown once, at creation; only its SHA-256 is here.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("public_id", String(32), nullable=False),
+    Column("account_id", Id, ForeignKey("accounts.id"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("key_hash", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_used_at", UTCDateTime),
+    Column("revoked_at", UTCDateTime),
+    UniqueConstraint("public_id", name="uq_api_keys_public_id"),
+    UniqueConstraint("key_hash", name="uq_api_keys_key_hash"),
+    Index("ix_api_keys_account_id", "account_id", "id"),
+)
+
+#: ``Idempotency-Key`` claims (``app.api.idempotency``): the row is claimed (unique per API key
+#: and key) before the work, so two requests with one key do the work once; the first answer is
+#: kept to be given again. ``status_code`` is NULL while the first request is still running.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("api_key_id", Id, ForeignKey("api_keys.id"), nullable=False),
+    Column("key", String(255), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("status_code", Integer),
+    Column("location", String(300)),
+    Column("body", Text),
+    UniqueConstraint("api_key_id", "key", name="uq_idempotency_keys_api_key_id_key"),
+    Index("ix_idempotency_keys_created_at", "created_at"),
+)

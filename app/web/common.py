@@ -65,7 +65,10 @@ def bearer_token(authorization: str) -> str | None:
 
 
 def wants_json(request: Request) -> bool:
-    """JSON for API clients: an Accept that prefers JSON, or a JSON request body."""
+    """JSON for API clients: anything under ``/api/``, an Accept that prefers JSON, or a JSON
+    request body."""
+    if request.url.path.startswith("/api/"):
+        return True
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/html" not in accept:
         return True

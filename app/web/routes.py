@@ -11,6 +11,8 @@ from app.config import Settings
 from app.ops import page as ops
 from app.web import (
     answers,
+    api,
+    api_keys,
     batch_stream,
     batches,
     cancelling,
@@ -47,6 +49,10 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/entrar/{token}", signin.use_link, methods=["POST"]),
         Route("/conta", signin.show_account, methods=["GET"]),
         Route("/conta", signin.save_account, methods=["POST"]),
+        Route("/conta/chaves", api_keys.show, methods=["GET"]),
+        Route("/conta/chaves", api_keys.create, methods=["POST"]),
+        Route("/conta/chaves/{public_id}/revogar", api_keys.confirm_revoke, methods=["GET"]),
+        Route("/conta/chaves/{public_id}/revogar", api_keys.revoke, methods=["POST"]),
         Route("/conta/sessoes/encerrar-todas", open_sessions.end_all, methods=["POST"]),
         Route("/conta/sessoes/{public_id}/encerrar", open_sessions.end_one, methods=["POST"]),
         Route("/sair", signin.sign_out, methods=["POST"]),
@@ -60,6 +66,24 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/lotes", batches.send, methods=["POST"]),
         Route("/lotes/{public_id}", batches.show, methods=["GET"]),
         Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
+        # The HTTP API: the same handlers, for an API key (app/web/api.py).
+        Route("/api/v1/openapi.json", api.openapi, methods=["GET"]),
+        Route("/api/v1/convites", api.list_invites, methods=["GET"]),
+        Route("/api/v1/convites", api.api_endpoint(invites.create), methods=["POST"]),
+        Route("/api/v1/convites/{public_id}", api.api_endpoint(invites.show), methods=["GET"]),
+        Route(
+            "/api/v1/convites/{public_id}/reenviar",
+            api.api_endpoint(invites.resend),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/v1/convites/{public_id}/cancelar",
+            api.api_endpoint(cancelling.cancel),
+            methods=["POST"],
+        ),
+        Route("/api/v1/lotes/revisar", api.api_endpoint(batches.check), methods=["POST"]),
+        Route("/api/v1/lotes", api.api_endpoint(batches.send), methods=["POST"]),
+        Route("/api/v1/lotes/{public_id}", api.api_endpoint(batches.show), methods=["GET"]),
         # Health and metrics.
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),

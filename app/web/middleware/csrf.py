@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 HEADER = "x-csrf-token"
 FIELD = "csrf_token"
+#: Where requests authenticate by API key only (``app.web.api``), so no CSRF token is asked.
+API_PREFIX = "/api/"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 REFUSED = (
@@ -112,6 +114,11 @@ class CsrfMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(API_PREFIX):
+            # Only an API key in the Authorization header authenticates there, never a cookie
+            # (``app.web.api``): a forged cross-site request carries nothing that signs it in.
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)

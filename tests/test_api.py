@@ -1,0 +1,330 @@
+"""The HTTP API (``/api/v1``): API keys from /conta/chaves, the same invites, limits, scoping
+and messages as the pages, JSON errors, and Idempotency-Key. Real app, Redis, SQLite or
+PostgreSQL, worker (burst) and SMTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.storage.database import Database
+from app.storage.tables import api_keys, idempotency_keys
+from tests.api_keys import bearer, new_key
+from tests.fixtures import drain
+from tests.helpers import JSON, api_headers, invite_count, page_token, post_invite
+from tests.services import ScriptedSmtp
+
+
+async def test_a_key_is_shown_once_stored_as_a_hash_and_revoked_at_once(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    made = await client.post(
+        "/conta/chaves", json={"nome": "Sistema de RH"}, headers=await api_headers(client)
+    )
+    assert made.status_code == 201
+    body = made.json()
+    assert set(body) == {"id", "nome", "chave"} and body["nome"] == "Sistema de RH"
+    key = body["chave"]
+    assert key.startswith("cvk_") and len(key) > 40
+    async with db.read() as conn:
+        rows = (await conn.execute(select(api_keys))).mappings().all()
+    assert len(rows) == 1 and key not in {str(value) for value in rows[0].values()}
+
+    listed = (await client.get("/conta/chaves", headers=JSON)).json()["chaves"]
+    assert [(k["id"], k["nome"], k["ultimo_uso_em"]) for k in listed] == [
+        (body["id"], "Sistema de RH", None)
+    ]
+    page = await client.get("/conta/chaves")
+    assert "Sistema de RH" in page.text and key not in page.text and "Nunca usada." in page.text
+
+    used = await anonymous_client.get("/api/v1/convites", headers=bearer(key))
+    assert used.status_code == 200, used.text
+    listed = (await client.get("/conta/chaves", headers=JSON)).json()["chaves"]
+    assert listed[0]["ultimo_uso_em"] is not None
+
+    confirm = await client.get(f"/conta/chaves/{body['id']}/revogar")
+    assert confirm.status_code == 200 and "Revogar a chave" in confirm.text
+    revoked = await client.post(
+        f"/conta/chaves/{body['id']}/revogar", data={"csrf_token": page_token(confirm.text)}
+    )
+    assert revoked.status_code == 303 and revoked.headers["location"] == "/conta/chaves?revogada=1"
+
+    refused = await anonymous_client.get("/api/v1/convites", headers=bearer(key))
+    assert refused.status_code == 401
+    assert refused.json() == {"erro": "Chave de API inválida ou revogada."}
+    assert (await client.get("/conta/chaves", headers=JSON)).json()["chaves"] == []
+
+
+async def test_the_key_form_shows_the_new_key_once_and_checks_its_name(
+    client: httpx.AsyncClient,
+) -> None:
+    form = await client.get("/conta/chaves")
+    token = page_token(form.text)
+    empty = await client.post("/conta/chaves", data={"csrf_token": token, "nome": " "})
+    assert empty.status_code == 422 and "Dê um nome à chave" in empty.text
+    made = await client.post("/conta/chaves", data={"csrf_token": token, "nome": "Eventos"})
+    assert made.status_code == 201 and made.headers["cache-control"] == "no-store"
+    assert "Copie agora: ela não será mostrada de novo." in made.text
+    assert 'id="chave">cvk_' in made.text
+    again = await client.get("/conta/chaves")
+    assert "Eventos" in again.text and "cvk_" not in again.text
+
+
+async def test_keys_are_made_and_revoked_only_with_the_csrf_token_and_only_ones_own(
+    client: httpx.AsyncClient, other_client: Callable[[], Any]
+) -> None:
+    forged = await client.post("/conta/chaves", json={"nome": "x"}, headers=JSON)
+    assert forged.status_code == 403
+    assert (await client.get("/conta/chaves", headers=JSON)).json()["chaves"] == []
+    async with other_client() as other:
+        theirs = await other.post(
+            "/conta/chaves", json={"nome": "Deles"}, headers=await api_headers(other)
+        )
+    their_id = theirs.json()["id"]
+    headers = await api_headers(client)
+    assert (await client.get(f"/conta/chaves/{their_id}/revogar")).status_code == 404
+    stolen = await client.post(f"/conta/chaves/{their_id}/revogar", headers=headers)
+    assert stolen.status_code == 404
+
+
+async def test_cookies_never_authenticate_the_api(client: httpx.AsyncClient, db: Database) -> None:
+    """Signed in, with a valid CSRF token, but no API key: 401 and nothing written."""
+    headers = await api_headers(client)
+    assert (await client.get("/api/v1/convites", headers=headers)).status_code == 401
+    sent = await client.post("/api/v1/convites", json={"email": "ana@exemplo.com"}, headers=headers)
+    assert sent.status_code == 401
+    assert sent.headers["www-authenticate"].startswith("Bearer")
+    assert "erro" in sent.json()
+    assert await invite_count(db) == 0
+
+
+async def test_a_key_opens_the_api_only_and_needs_no_csrf_token(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    key = await new_key(client)
+    sent = await anonymous_client.post(
+        "/api/v1/convites", json={"email": "ana@exemplo.com", "nome": "Ana"}, headers=bearer(key)
+    )
+    assert sent.status_code == 202, sent.text
+    invite = sent.json()
+    assert sent.headers["location"] == f"/api/v1/convites/{invite['id']}"
+    # A bearer header is no way into the pages: not for reading, not for writing.
+    page = await anonymous_client.get("/convites", headers=bearer(key, **JSON))
+    assert page.status_code == 401
+    form = await anonymous_client.post(
+        "/convites", json={"email": "bia@exemplo.com"}, headers=bearer(key, **JSON)
+    )
+    assert form.status_code == 403
+    assert await invite_count(db) == 1
+
+
+async def test_the_api_answers_as_the_pages_do(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    key = await new_key(client)
+    api = anonymous_client
+    sent = await api.post(
+        "/api/v1/convites",
+        json={"email": "ana@exemplo.com", "nome": "Ana", "mensagem": "Venha!"},
+        headers=bearer(key),
+    )
+    invite_id = sent.json()["id"]
+    by_page = (await client.get(f"/convites/{invite_id}", headers=JSON)).json()
+    by_api = (await api.get(f"/api/v1/convites/{invite_id}", headers=bearer(key))).json()
+    assert by_api == by_page
+    assert {k: v for k, v in sent.json().items()} == {
+        k: v for k, v in by_page.items() if k not in ("historico", "devolucoes")
+    }
+
+    duplicate = await api.post(
+        "/api/v1/convites", json={"email": "ana@exemplo.com"}, headers=bearer(key)
+    )
+    assert duplicate.status_code == 409 and duplicate.json()["erro"].startswith("Você já convidou")
+    invalid = await api.post("/api/v1/convites", json={"email": "não"}, headers=bearer(key))
+    assert invalid.status_code == 422 and set(invalid.json()) == {"erro", "campos"}
+    broken = await api.post(
+        "/api/v1/convites",
+        content=b"{",
+        headers=bearer(key, **{"Content-Type": "application/json"}),
+    )
+    assert broken.status_code == 400 and "erro" in broken.json()
+    missing = await api.get("/api/v1/convites/nao-existe", headers=bearer(key))
+    assert missing.status_code == 404 and missing.json() == {"erro": "Convite não encontrado."}
+    nowhere = await api.get("/api/v1/nada", headers=bearer(key))
+    assert nowhere.status_code == 404 and "erro" in nowhere.json()
+
+    await drain(settings)
+    cancelled = await api.post(f"/api/v1/convites/{invite_id}/cancelar", headers=bearer(key))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelado"
+    twice = await api.post(f"/api/v1/convites/{invite_id}/cancelar", headers=bearer(key))
+    assert twice.status_code == 409 and twice.json()["status"] == "cancelado"
+    again = await api.post(f"/api/v1/convites/{invite_id}/reenviar", headers=bearer(key))
+    assert again.status_code == 202 and again.json()["status"] == "pendente"
+    assert again.headers["location"] == f"/api/v1/convites/{invite_id}"
+
+
+async def test_another_accounts_invite_is_not_found(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    other_client: Callable[[], Any],
+) -> None:
+    async with other_client() as other:
+        theirs = await post_invite(other, "segredo@exemplo.com")
+    key = await new_key(client)
+    for method, path in (
+        ("GET", f"/api/v1/convites/{theirs['id']}"),
+        ("POST", f"/api/v1/convites/{theirs['id']}/cancelar"),
+        ("POST", f"/api/v1/convites/{theirs['id']}/reenviar"),
+    ):
+        answer = await anonymous_client.request(method, path, headers=bearer(key))
+        assert answer.status_code == 404, (path, answer.text)
+        assert answer.json() == {"erro": "Convite não encontrado."}
+    listed = await anonymous_client.get("/api/v1/convites", headers=bearer(key))
+    assert listed.json()["convites"] == []
+
+
+async def test_batches_and_cursor_pages(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient
+) -> None:
+    key = await new_key(client)
+    api = anonymous_client
+    refused = await api.post(
+        "/api/v1/lotes",
+        json={"enderecos": "ok@exemplo.com\nnao-e-email", "mensagem": "Oi"},
+        headers=bearer(key),
+    )
+    assert refused.status_code == 409, refused.text
+    verdicts = [(row["linha"], row["resultado"]) for row in refused.json()["linhas"]]
+    assert verdicts[0] == (1, "ok") and verdicts[1][1] != "ok"
+
+    addresses = "\n".join(f"pessoa{n}@exemplo.com" for n in range(21))
+    sent = await api.post("/api/v1/lotes", json={"enderecos": addresses}, headers=bearer(key))
+    assert sent.status_code == 202, sent.text
+    assert sent.headers["location"] == f"/api/v1/lotes/{sent.json()['id']}"
+    batch = await api.get(sent.headers["location"], headers=bearer(key))
+    assert batch.status_code == 200 and batch.json()["tamanho"] == 21
+
+    first = (await api.get("/api/v1/convites?status=pendente", headers=bearer(key))).json()
+    assert len(first["convites"]) == 20
+    assert first["proxima_pagina"].startswith("/api/v1/convites?depois=")
+    assert first["proxima_pagina"].endswith("&status=pendente")
+    second = (await api.get(first["proxima_pagina"], headers=bearer(key))).json()
+    assert len(second["convites"]) == 1 and second["proxima_pagina"] is None
+    seen = {row["email"] for row in first["convites"] + second["convites"]}
+    assert seen == {f"pessoa{n}@exemplo.com" for n in range(21)}
+    none = (await api.get("/api/v1/convites?status=aceito", headers=bearer(key))).json()
+    assert none == {"convites": [], "proxima_pagina": None}
+    bad = await api.get("/api/v1/convites?status=feliz", headers=bearer(key))
+    assert bad.status_code == 422 and bad.json()["erro"].startswith("Status desconhecido: feliz")
+    bad_cursor = await api.get("/api/v1/convites?depois=abc", headers=bearer(key))
+    assert bad_cursor.status_code == 422
+
+
+# --- Idempotency-Key ----------------------------------------------------------------------------
+
+
+async def test_the_same_key_and_body_give_the_first_answer_and_create_nothing(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    key = await new_key(client)
+    headers = bearer(key, **{"Idempotency-Key": "pedido-1"})
+    first = await anonymous_client.post(
+        "/api/v1/convites", json={"email": "ana@exemplo.com", "nome": "Ana"}, headers=headers
+    )
+    # The same body, its keys in another order: the same request.
+    again = await anonymous_client.post(
+        "/api/v1/convites", json={"nome": "Ana", "email": "ana@exemplo.com"}, headers=headers
+    )
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["location"] == first.headers["location"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert await invite_count(db) == 1
+
+    other = await anonymous_client.post(
+        "/api/v1/convites", json={"email": "bia@exemplo.com"}, headers=headers
+    )
+    assert other.status_code == 422
+    assert other.json()["erro"].startswith("Esta Idempotency-Key já foi usada com outro pedido")
+    elsewhere = await anonymous_client.post(
+        f"/api/v1/convites/{first.json()['id']}/cancelar", headers=headers
+    )
+    assert elsewhere.status_code == 422
+    assert await invite_count(db) == 1
+
+    bad = await anonymous_client.post(
+        "/api/v1/convites",
+        json={"email": "bia@exemplo.com"},
+        headers=bearer(key, **{"Idempotency-Key": "com espaco"}),
+    )
+    assert bad.status_code == 400 and await invite_count(db) == 1
+
+
+async def test_an_idempotency_key_belongs_to_its_api_key(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    other_client: Callable[[], Any],
+    db: Database,
+) -> None:
+    mine = await new_key(client)
+    async with other_client() as other:
+        theirs = await new_key(other)
+    body = {"email": "ana@exemplo.com"}
+    made = [
+        await anonymous_client.post(
+            "/api/v1/convites", json=body, headers=bearer(key, **{"Idempotency-Key": "k"})
+        )
+        for key in (mine, theirs)
+    ]
+    assert [answer.status_code for answer in made] == [202, 202]
+    assert made[0].json()["id"] != made[1].json()["id"]
+    assert await invite_count(db) == 2
+
+
+async def test_concurrent_requests_with_one_key_create_one_invite(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    """Real concurrency: two app instances (as two web processes would be) on one database,
+    eight requests at once with the same key; the unique claim lets one of them do the work."""
+    from tests.helpers import client_for
+
+    key = await new_key(client)
+    headers = bearer(key, **{"Idempotency-Key": "corrida"})
+    body = {"email": "ana@exemplo.com", "nome": "Ana"}
+    async with client_for(settings) as one, client_for(settings) as two:
+        answers = await asyncio.gather(
+            *(http.post("/api/v1/convites", json=body, headers=headers) for http in (one, two) * 4)
+        )
+        assert {answer.status_code for answer in answers} <= {202, 409}
+        created = {answer.json()["id"] for answer in answers if answer.status_code == 202}
+        assert len(created) == 1
+        for answer in answers:
+            if answer.status_code == 409:
+                assert answer.json()["erro"].startswith("Um pedido com esta Idempotency-Key")
+        later = await one.post("/api/v1/convites", json=body, headers=headers)
+    assert later.status_code == 202 and later.json()["id"] in created
+    assert await invite_count(db) == 1
+    async with db.read() as conn:
+        claims = (await conn.execute(select(func.count()).select_from(idempotency_keys))).scalar()
+    assert claims == 1
+
+
+async def test_a_refused_request_gives_its_key_back_only_when_worth_retrying(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    """A 4xx answer is kept like any other; nothing was created either time."""
+    key = await new_key(client)
+    headers = bearer(key, **{"Idempotency-Key": "invalido"})
+    first = await anonymous_client.post("/api/v1/convites", json={"email": "x"}, headers=headers)
+    again = await anonymous_client.post("/api/v1/convites", json={"email": "x"}, headers=headers)
+    assert first.status_code == again.status_code == 422
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert await invite_count(db) == 0
