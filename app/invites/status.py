@@ -37,6 +37,11 @@ EXPIRABLE = (Status.ENVIADO, Status.INCERTO)
 #: States a bounce may turn into ``devolvido`` (any other state keeps the bounce as history).
 BOUNCEABLE = (Status.ENVIADO, Status.INCERTO)
 
+#: States in which this attempt's mail may sit in a mailbox whose owner can report it as spam
+#: or opt out by mail (the bounce receiver takes its return path); only ``BOUNCEABLE`` ones
+#: turn ``devolvido``.
+REPORTABLE = (*BOUNCEABLE, Status.ACEITO, Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)
+
 #: States the person may correct (a new address) and send again.
 CORRECTABLE = (Status.DEVOLVIDO,)
 

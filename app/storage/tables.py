@@ -313,3 +313,17 @@ idempotency_keys = Table(
     UniqueConstraint("api_key_id", "key", name="uq_idempotency_keys_api_key_id_key"),
     Index("ix_idempotency_keys_created_at", "created_at"),
 )
+
+#: Addresses nobody may invite (``app.consent.suppression``): keyed by the SHA-256 of the
+#: normalised address, so an erasure can drop ``email`` and keep only the hash.
+suppressions = Table(
+    "suppressions",
+    metadata,
+    Column("address_hash", String(64), primary_key=True),
+    Column("email", String(254)),  # shown to operators; NULL once the address was erased
+    # descadastro | devolucao | reclamacao (app.consent.suppression.Reason)
+    Column("reason", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("detail", String(200)),
+    Index("ix_suppressions_created_at", "created_at"),
+)

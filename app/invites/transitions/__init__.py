@@ -7,10 +7,17 @@ arrows. No web, no Redis here: callers publish and announce the returned changes
 """
 
 from app.invites.transitions.again import correct_and_resend, request_resend, request_resend_many
-from app.invites.transitions.answered import accept, cancel, decline, expire_unanswered
+from app.invites.transitions.answered import (
+    accept,
+    cancel,
+    decline,
+    expire_unanswered,
+    mark_unwanted,
+)
 from app.invites.transitions.bounced import mark_bounced
 from app.invites.transitions.sending import (
     Claimed,
+    cancel_claim,
     claim_with_link,
     create_invite,
     create_invites,
@@ -26,6 +33,7 @@ __all__ = [
     "Claimed",
     "accept",
     "cancel",
+    "cancel_claim",
     "claim_with_link",
     "correct_and_resend",
     "create_invite",
@@ -37,6 +45,7 @@ __all__ = [
     "mark_failed",
     "mark_sent",
     "mark_uncertain",
+    "mark_unwanted",
     "release_claim",
     "request_resend",
     "request_resend_many",

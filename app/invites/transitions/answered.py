@@ -4,6 +4,8 @@ enviado | incerto | devolvido → aceito | recusado (the link, while live; a cli
     either answer is final)
 pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
 enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
+enviado | incerto | devolvido | recusado → recusado, with the reason (the invitee opted out
+    of every invitation, or reported this one as spam)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exists, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.sessions import token_hash
 from app.clock import utcnow
@@ -102,3 +105,23 @@ async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) 
             {"status": Status.EXPIRADO.value, "error": None},
         )
     return sorted(changes, key=lambda change: change.invite.id)
+
+
+async def mark_unwanted(conn: AsyncConnection, invite_id: int, reason: str) -> Change | None:
+    """``enviado | incerto | devolvido | recusado → recusado`` with ``reason``: the invitee does
+    not want invitations (opted out, or reported this one as spam). In the caller's
+    transaction, with the suppression it explains; an accepted invite keeps its answer, and
+    any other state changes nothing (``None``)."""
+    wanted = [*ANSWERABLE, Status.RECUSADO]
+    changes = await conn.run_sync(
+        transition_all,
+        [
+            invites.c.id == invite_id,
+            invites.c.kind == INVITE,
+            invites.c.status.in_([s.value for s in wanted]),
+            # The same reason twice (a repeated one-click POST) is one event, not two.
+            (invites.c.error != reason) | invites.c.error.is_(None),
+        ],
+        {"status": Status.RECUSADO.value, "error": reason, "next_attempt_at": None},
+    )
+    return changes[0] if changes else None

@@ -3,6 +3,7 @@
 pendente → enviando → enviado | pendente (retry) | falhou
 enviando → incerto (lease expired, or the send broke mid-DATA)
 enviando → pendente (graceful stop before DATA; the hourly budget is spent)
+enviando → cancelado (the address is on the suppression list: never sent)
 """
 
 from __future__ import annotations
@@ -252,6 +253,21 @@ async def mark_failed(
             "next_attempt_at": None,
         },
         failure_class=FailureClass.TRANSIENT_EXHAUSTED if exhausted else FailureClass.PERMANENT,
+    )
+
+
+async def cancel_claim(db: Database, invite: Invite, reason: str) -> Change | None:
+    """``enviando → cancelado`` before any byte left: the address joined the suppression list
+    after the invite was queued (``app.consent.suppression``); ``reason`` says so."""
+    return await transition(
+        db,
+        _sending(invite),
+        {
+            "status": Status.CANCELADO.value,
+            "error": reason,
+            "lease_expires_at": None,
+            "next_attempt_at": None,
+        },
     )
 
 
