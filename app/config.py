@@ -326,6 +326,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             f"SMTP timeout ({settings.smtp.timeout:g}s, from SMTP_URL): a send must end inside "
             "its lease, or a slow send would be reported as incerto"
         )
+    if settings.app_env == "production" and not settings.public_url.startswith("https://"):
+        # Every invitation's List-Unsubscribe URL is under it, and RFC 8058 one-click is
+        # only for https: a mail provider never POSTs to a plain http link.
+        raise ConfigError(
+            f"PUBLIC_URL={settings.public_url} must be an https:// URL when APP_ENV=production"
+        )
     return settings
 
 

@@ -392,8 +392,10 @@ async def test_addresses_in_the_message_are_never_links_and_the_mail_names_its_o
         assert (
             "www[.]convites-br[.]com" in body and "Endereços na mensagem aparecem sem link" in body
         )
-        assert "O link abaixo é o único link do Convites neste e-mail." in body
+        assert "Os links abaixo são os únicos links do Convites neste e-mail." in body
         assert body.count(f"{settings.public_url}/c/") == 1  # ours, only
-    assert html.count("<a ") == 1 and f'<a href="{settings.public_url}{path}">' in html
+    # Ours only: the answer link, and the way out (app.consent.optout).
+    assert html.count("<a ") == 2 and f'<a href="{settings.public_url}{path}">' in html
+    assert html.count(f'<a href="{settings.public_url}/descadastro/') == 1
     # The page is ours: the message is text in it, never an <a>.
     assert f"CONFIRME AQUI: {fake}" in page and f'href="{fake}' not in page

@@ -55,9 +55,11 @@ async def test_the_envelope_sender_is_the_signed_return_path_of_the_attempt(
     assert read_address(settings.return_path, settings.secret_key, received.mail_from) == (
         ReturnPath(PUBLIC_ID, 2)
     )
-    # Nothing the recipient reads carries the tag.
+    # Nothing the recipient reads carries the tag (List-Unsubscribe's mailto: is the invite's
+    # opt-out address, with a tag of its own).
     tag = received.mail_from.partition("@")[0].rpartition("-")[2]
     assert tag.encode() not in received.message.as_bytes()
+    assert "mailto:devolucoes+sair-" in str(received.message["List-Unsubscribe"])
     assert received.message["Message-ID"] == f"<{PUBLIC_ID}.2@localhost>"  # unchanged
     assert received.mail_options == [] and received.rcpt_options == []  # no DSN offered
 

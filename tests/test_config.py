@@ -53,6 +53,15 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
         load_settings({"APP_ENV": "production"})
 
 
+def test_production_refuses_a_public_url_without_https() -> None:
+    """Every invitation's one-click opt-out URL is under PUBLIC_URL; RFC 8058 wants https."""
+    key = "Zq3v8K1xw9Lr2Tn6Yp0Bc5Hd7Jf4Mg1Qs8Vk3We6Ra"
+    env = {"APP_ENV": "production", "SECRET_KEY": key}
+    with pytest.raises(ConfigError, match="PUBLIC_URL"):
+        load_settings({**env, "PUBLIC_URL": "http://convites.example.com"})
+    assert load_settings({**env, "PUBLIC_URL": "https://convites.example.com"}).public_url
+
+
 def test_a_lease_shorter_than_a_send_is_refused() -> None:
     with pytest.raises(ConfigError, match="SENDING_LEASE_SECONDS"):
         load_settings({**BASE, "SENDING_LEASE_SECONDS": "10", "SMTP_URL": "smtp://m:25?timeout=30"})

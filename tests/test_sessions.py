@@ -25,7 +25,12 @@ def session_cookie(response: httpx.Response) -> str:
 
 
 def production_env(**extra: str) -> dict[str, str]:
-    return {"APP_ENV": "production", "REDIS_URL": "redis://127.0.0.1:1/0", **extra}
+    return {
+        "APP_ENV": "production",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "PUBLIC_URL": "https://convites.example.com",
+        **extra,
+    }
 
 
 def test_production_refuses_to_start_without_a_secret_key() -> None:

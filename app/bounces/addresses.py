@@ -9,6 +9,10 @@ whoever reads (or is forwarded) a mail cannot write the return path of another i
 
 Everything after the ``+`` is lower-case letters and digits: a mail system that folds the case
 of the local part, as some do, still returns an address we can read.
+
+Each invite also has an opt-out address, ``devolucoes+sair-{invite}-{tag}@…`` (its own HMAC
+purpose, no attempt), which the invitation shows in ``List-Unsubscribe``'s ``mailto:``: a
+message to it is an opt-out (RFC 2369). Showing it gives away nothing about the return paths.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{1,24}")
 _EXTENSION = re.compile(
     r"(?P<id>[a-z2-7]{2,39})-(?P<attempt>[1-9][0-9]{0,8})-(?P<tag>[a-z2-7]{16})"
 )
+_OPT_OUT_EXTENSION = re.compile(r"sair-(?P<id>[a-z2-7]{2,39})-(?P<tag>[a-z2-7]{16})")
 _TAG_BYTES = 10
 
 
@@ -34,10 +39,12 @@ class Forged(ValueError):
 
 @dataclass(frozen=True)
 class ReturnPath:
-    """What a signed return path names: the invite and the attempt whose mail bounced."""
+    """What a signed return path names: the invite and the attempt whose mail bounced; or,
+    with ``opt_out`` (and attempt 0), the invite whose opt-out address a message came to."""
 
     public_id: str
     attempt: int
+    opt_out: bool = False
 
 
 def _base32(data: bytes) -> str:
@@ -49,6 +56,11 @@ def _tag(secret_key: str, public_id: str, attempt: int) -> str:
     signed = f"convites-devolucao\0{public_id}\0{attempt}".encode()
     digest = hmac.new(secret_key.encode(), signed, hashlib.sha256).digest()
     return _base32(digest[:_TAG_BYTES])
+
+
+def _opt_out_tag(secret_key: str, public_id: str) -> str:
+    signed = f"convites-descadastro-email\0{public_id}".encode()
+    return _base32(hmac.new(secret_key.encode(), signed, hashlib.sha256).digest()[:_TAG_BYTES])
 
 
 def _encoded_id(public_id: str) -> str:
@@ -73,14 +85,36 @@ def bounce_address(return_path: str, secret_key: str, public_id: str, attempt: i
     return f"{local}+{_encoded_id(public_id)}-{attempt}-{tag}@{domain}"
 
 
+def opt_out_address(return_path: str, secret_key: str, public_id: str) -> str:
+    """The invite's opt-out address (the ``mailto:`` of ``List-Unsubscribe``)."""
+    if not _PUBLIC_ID.fullmatch(public_id):
+        raise ValueError(f"no opt-out address for {public_id!r}")
+    local, _, domain = return_path.rpartition("@")
+    tag = _opt_out_tag(secret_key, public_id)
+    return f"{local}+sair-{_encoded_id(public_id)}-{tag}@{domain}"
+
+
+def _read_opt_out(secret_key: str, recipient: str, extension: str) -> ReturnPath | None:
+    found = _OPT_OUT_EXTENSION.fullmatch(extension.lower())
+    public_id = _decoded_id(found["id"]) if found else None
+    if found is None or public_id is None:
+        return None
+    if not hmac.compare_digest(_opt_out_tag(secret_key, public_id), found["tag"]):
+        raise Forged(recipient)
+    return ReturnPath(public_id, 0, opt_out=True)
+
+
 def read_address(return_path: str, secret_key: str, recipient: str) -> ReturnPath | None:
-    """The invite and attempt ``recipient`` was issued for; ``None`` when it is not in the shape
-    of our return paths. Raises ``Forged`` when it is, but its tag is not ours."""
+    """The invite and attempt ``recipient`` was issued for (or the invite whose opt-out address
+    it is); ``None`` when it is not in the shape of our addresses. Raises ``Forged`` when it
+    is, but its tag is not ours."""
     local, _, domain = return_path.rpartition("@")
     got_local, at, got_domain = recipient.strip().strip("<>").rpartition("@")
     if not at or got_domain.lower() != domain.lower():
         return None
     base, plus, extension = got_local.partition("+")
+    if plus and base.lower() == local.lower() and extension.lower().startswith("sair-"):
+        return _read_opt_out(secret_key, recipient, extension)
     found = _EXTENSION.fullmatch(extension.lower()) if plus else None
     public_id = _decoded_id(found["id"]) if found else None
     if base.lower() != local.lower() or found is None or public_id is None:

@@ -13,8 +13,9 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
 
-from app.bounces.addresses import bounce_address, envelope_id
+from app.bounces.addresses import bounce_address, envelope_id, opt_out_address
 from app.config import Settings
+from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
 from app.invites.records import SIGNIN_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
 
@@ -55,6 +56,7 @@ def compose(
     page: str,
     *,
     reply_to: tuple[str | None, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> OutgoingMail:
     """One message to ``invite.email``, text and HTML, its Message-ID made of the row and the
     attempt so that a mail log or a returned message leads to them."""
@@ -68,6 +70,8 @@ def compose(
     message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}@{settings.mail_domain}>"
     message["X-Correlation-ID"] = invite.correlation_id
     message["X-Convite-ID"] = invite.public_id
+    for name, value in (headers or {}).items():
+        message[name] = value
     # base64 keeps the bodies 7-bit in short lines, whatever they hold: policy.SMTP would
     # otherwise write 8-bit text, and we never ask the server for 8BITMIME.
     message.set_content(text, cte="base64")
@@ -86,12 +90,15 @@ def _greeting(invite: Invite) -> str:
     return f"Olá, {invite.name}!" if invite.name else "Olá!"
 
 
-def _page(*paragraphs: str, link: tuple[str, str] | None = None) -> str:
+def _page(
+    *paragraphs: str, link: tuple[str, str] | None = None, footer: tuple[str, str] | None = None
+) -> str:
     body = "".join(
         "<p>{}</p>".format(html.escape(text).replace("\n", "<br>")) for text in paragraphs
     )
-    if link is not None:
-        body += f'<p><a href="{html.escape(link[0])}">{html.escape(link[1])}</a></p>'
+    for each in (link, footer):
+        if each is not None:
+            body += f'<p><a href="{html.escape(each[0])}">{html.escape(each[1])}</a></p>'
     return f'<!doctype html><html lang="pt-BR"><body>{body}</body></html>'
 
 
@@ -111,7 +118,7 @@ def unlinkable(text: str) -> str:
 
 
 #: Where the mail says which link is ours: the sender's Mensagem is theirs, not Convites'.
-ONLY_LINK = "O link abaixo é o único link do Convites neste e-mail."
+ONLY_LINK = "Os links abaixo são os únicos links do Convites neste e-mail."
 NO_LINKS_IN_MESSAGE = "Endereços na mensagem aparecem sem link: quem os escreveu foi {who}."
 
 
@@ -122,10 +129,27 @@ def _who_invites(invite: Invite) -> str:
     return f"{name} ({invite.sender_email}) convidou você para o Convites."
 
 
+#: The way out, in every invitation's text and HTML parts (and on its ``/c/{token}`` page).
+OPT_OUT = "Não quero receber convites"
+
+
+def unsubscribe_headers(settings: Settings, invite: Invite) -> dict[str, str]:
+    """RFC 2369 ``List-Unsubscribe`` (the signed one-click URL, then a ``mailto:`` to the
+    invite's opt-out address, which the bounce receiver takes as an opt-out) and RFC 8058
+    ``List-Unsubscribe-Post``, which tells a mail provider it may POST to the URL at once."""
+    url = settings.public_url + optout_path(settings.secret_key, invite.public_id)
+    mailto = opt_out_address(settings.return_path, settings.secret_key, invite.public_id)
+    return {
+        "List-Unsubscribe": f"<{url}>, <mailto:{mailto}?subject={UNSUBSCRIBE_SUBJECT}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+
+
 def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
-    """The invitation: who invites, their message, and this attempt's answer link
-    (``/c/{token}``); replies go to the sender."""
+    """The invitation: who invites, their message, this attempt's answer link
+    (``/c/{token}``) and the way out; replies go to the sender."""
     link = f"{settings.public_url}/c/{token}"
+    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id)
     who = _who_invites(invite)
     author = invite.sender_name or invite.sender_email or "quem convida"
     message: tuple[str, ...] = ()
@@ -135,7 +159,9 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
         if shown != invite.message:
             message += (NO_LINKS_IN_MESSAGE.format(who=author),)
     answer = "Para aceitar ou recusar, abra o link:"
-    text = "\n\n".join([_greeting(invite), who, *message, f"{ONLY_LINK} {answer}\n{link}"])
+    text = "\n\n".join(
+        [_greeting(invite), who, *message, f"{ONLY_LINK} {answer}\n{link}", f"{OPT_OUT}:\n{optout}"]
+    )
     reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
     return compose(
         settings,
@@ -148,8 +174,10 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
             *message,
             f"{ONLY_LINK} {answer}",
             link=(link, "Responder ao convite"),
+            footer=(optout, OPT_OUT),
         ),
         reply_to=reply_to,
+        headers=unsubscribe_headers(settings, invite),
     )
 
 

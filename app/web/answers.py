@@ -1,5 +1,6 @@
 """The invitee's link, ``/c/{token}``: who invites, their message, **Aceitar convite** and
-**Recusar**. No account needed, no JavaScript needed (plain forms, CSRF protected).
+**Recusar**, and below them "Não quero receber convites" (``app.web.optout``). No account
+needed, no JavaScript needed (plain forms, CSRF protected).
 
 Opening it (GET) changes nothing. **Aceitar convite** records ``aceito``, **Recusar** records
 ``recusado``; either answer is final. Each answer is one conditional UPDATE
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from app.consent.optout import optout_path
 from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.links import GONE, LinkState, OpenedLink
@@ -78,6 +80,7 @@ async def _page(request: Request, token: str, link: OpenedLink | None) -> Respon
         "invite": link.invite,
         "token": token,
         "state": link.state.value,
+        "optout": optout_path(settings_of(request).secret_key, link.invite.public_id),
         # "Você entrou como …" only where it is true: this browser is the invitee's.
         "signed_in_here": me is not None and me.email == same_address(link.invite.email),
     }

@@ -85,17 +85,25 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         f"Aceito às {local_time(i.updated_at)}.",
     ),
     Status.RECUSADO: lambda i: (
-        f"{i.email} recusou o convite.",
-        f"Recusado às {local_time(i.updated_at)}. "
-        "A resposta é definitiva; se a pessoa mudar de ideia, reenvie o convite.",
+        (f"{i.email} não recebe mais convites.", f"{i.error} Em {local_time(i.updated_at)}.")
+        if i.error  # the invitee opted out or complained (app.consent.suppression)
+        else (
+            f"{i.email} recusou o convite.",
+            f"Recusado às {local_time(i.updated_at)}. "
+            "A resposta é definitiva; se a pessoa mudar de ideia, reenvie o convite.",
+        )
     ),
     Status.EXPIRADO: lambda i: (
         f"O convite para {i.email} expirou sem resposta.",
         "O link não funciona mais. Reenvie se ainda quiser convidar.",
     ),
     Status.CANCELADO: lambda i: (
-        f"Convite para {i.email} cancelado.",
-        "O link do convite não funciona mais. Reenvie se mudar de ideia.",
+        (f"O convite para {i.email} não foi enviado.", i.error)
+        if i.error  # the worker met an address on the suppression list
+        else (
+            f"Convite para {i.email} cancelado.",
+            "O link do convite não funciona mais. Reenvie se mudar de ideia.",
+        )
     ),
 }
 
@@ -205,6 +213,8 @@ def event_text(event: Event) -> str:
         Status.CANCELADO: "Cancelado por você",
     }
     text = texts[event.status]
+    if event.status in (Status.RECUSADO, Status.CANCELADO) and event.error:
+        return event.error  # the suppression list's reason: nobody clicked Recusar or Cancelar
     if event.status == Status.PENDENTE and event.error:
         text = f"A tentativa {event.attempt - 1} falhou; nova tentativa marcada"
         if event.next_attempt_at is not None:

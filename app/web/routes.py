@@ -22,6 +22,7 @@ from app.web import (
     invites,
     mailbox,
     open_sessions,
+    optout,
     signin,
     summary,
 )
@@ -60,6 +61,10 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/c/{token}", answers.show, methods=["GET"]),
         Route("/c/{token}/aceitar", answers.accept, methods=["POST"]),
         Route("/c/{token}/recusar", answers.decline, methods=["POST"]),
+        # The invitee's way out of every invitation (signed; the POST is RFC 8058 one-click).
+        Route("/descadastro/{public_id}/{signature}", optout.show, methods=["GET"]),
+        Route("/descadastro/{public_id}/{signature}", optout.confirm, methods=["POST"]),
+        Route("/descadastro/{public_id}/{signature}/voltar", optout.take_back, methods=["POST"]),
         # Batches.
         Route("/lotes/novo", batches.new, methods=["GET"]),
         Route("/lotes/revisar", batches.check, methods=["POST"]),

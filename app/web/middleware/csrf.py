@@ -3,6 +3,8 @@
 An HMAC of the browser's id (in the session cookie) with ``SECRET_KEY``: no storage, and
 worthless after sign-in gives the browser a new id. Sent as the ``csrf_token`` field or the
 ``X-CSRF-Token`` header; an unsafe method without a valid one gets 403 before any endpoint.
+Besides ``/api/`` (API keys only, never a cookie), one path is let through: the signed
+one-click opt-out (``app.consent.optout``, RFC 8058).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.consent.optout import is_one_click_path
 from app.logs import hide_secrets
 from app.web.common import VISITOR_KEY, bearer_token, error_response, settings_of, visitor_id
 
@@ -119,6 +122,11 @@ class CsrfMiddleware:
         if scope["path"].startswith(API_PREFIX):
             # Only an API key in the Authorization header authenticates there, never a cookie
             # (``app.web.api``): a forged cross-site request carries nothing that signs it in.
+            await self.app(scope, receive, send)
+            return
+        if is_one_click_path(scope["path"]):
+            # RFC 8058: a mail provider POSTs the one-click opt-out with no cookie and no
+            # token; the HMAC in this one path is the proof (checked by app.web.optout).
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)

@@ -1,0 +1,107 @@
+"""The invitee's way out: ``/descadastro/{public_id}/{signature}`` (``app.consent.optout``).
+
+- ``GET`` shows what would happen and a button: nothing is recorded by opening it (mail
+  scanners prefetch links), only by the person's confirmation.
+- ``POST`` records the opt-out: from the page's button, or from a mail provider's RFC 8058
+  one-click (body ``List-Unsubscribe=One-Click``, no cookie, no CSRF token: the signature in
+  the path is the proof). Idempotent: the second time changes nothing and answers the same.
+- ``POST …/voltar`` ("Quero voltar a receber convites") takes back an opt-out the person made
+  themselves (with the CSRF token, like every other form); a bounce or a spam report stays
+  for an operator to lift.
+
+The sender's row turns ``recusado`` with the reason, announced once on their pages.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from app.consent import suppression
+from app.consent.optout import optout_path, signed
+from app.consent.suppression import Reason
+from app.invites.records import INVITE, Invite, record_from
+from app.live.wakeups import Announcer
+from app.storage.tables import invites
+from app.web.common import db_of, render, settings_of
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND = (
+    "Link não encontrado",
+    "Confira se o endereço está completo, como no e-mail.",
+)
+ONE_CLICK = ("List-Unsubscribe", "One-Click")
+
+
+async def _invite(request: Request) -> Invite | None:
+    """The invite this signed path names (``None``: a bad signature, or no such invite)."""
+    public_id, given = request.path_params["public_id"], request.path_params["signature"]
+    if not signed(settings_of(request).secret_key, public_id, given):
+        return None
+    query = invites.select().where(invites.c.public_id == public_id, invites.c.kind == INVITE)
+    async with db_of(request).read() as conn:
+        row = (await conn.execute(query)).first()
+    return record_from(Invite, row) if row is not None else None
+
+
+def _not_found(request: Request) -> Response:
+    heading, message = NOT_FOUND
+    context = {"heading": heading, "message": message}
+    return render(request, "convite_desconhecido.html", context, status_code=404)
+
+
+async def show(request: Request) -> Response:
+    """GET: the question, or what is true now (opted out: the way back)."""
+    invite = await _invite(request)
+    if invite is None:
+        return _not_found(request)
+    entry = await suppression.entry_for(db_of(request), invite.email)
+    if entry is None:
+        state = "voltou" if request.query_params.get("voltou") == "1" else "pergunta"
+    else:
+        state = "descadastrado" if entry.reason == Reason.OPTED_OUT else "bloqueado"
+    context = {
+        "invite": invite,
+        "state": state,
+        "action": optout_path(settings_of(request).secret_key, invite.public_id),
+    }
+    return render(request, "descadastro.html", context)
+
+
+async def confirm(request: Request) -> Response:
+    """POST: the opt-out (the page's button, or RFC 8058 one-click); 200 to a one-click, 303
+    back to the page for a browser."""
+    invite = await _invite(request)
+    if invite is None:
+        return _not_found(request)
+    async with db_of(request).write() as conn:
+        change = await suppression.suppress_from_invite(
+            conn, invite, Reason.OPTED_OUT, "link do convite"
+        )
+    announcer: Announcer = request.state.announcer
+    await announcer.announce(change)
+    form = await request.form()
+    one_click = form.get(ONE_CLICK[0]) == ONE_CLICK[1]
+    log.info("opted out", extra={"invite": invite.public_id, "one_click": one_click})
+    if one_click:
+        return PlainTextResponse("Pronto: este endereço não recebe mais convites.")
+    return RedirectResponse(request.url.path, status_code=303)
+
+
+async def take_back(request: Request) -> Response:
+    """POST …/voltar: lifts the person's own opt-out (only that reason); back to the page."""
+    invite = await _invite(request)
+    if invite is None:
+        return _not_found(request)
+    lifted = await suppression.lift(
+        db_of(request),
+        invite.email,
+        by="a pessoa (link do convite)",
+        why="Quero voltar a receber convites",
+        only=Reason.OPTED_OUT,
+    )
+    path = optout_path(settings_of(request).secret_key, invite.public_id)
+    return RedirectResponse(f"{path}?voltou=1" if lifted else path, status_code=303)

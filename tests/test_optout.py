@@ -1,0 +1,184 @@
+"""The invitee's way out, over the real app: the headers and links in the real mail, the RFC
+8058 one-click POST from a client with no cookie, the page that records nothing until the
+person confirms, the way back, and the one path the CSRF check lets through."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from app.bounces.addresses import opt_out_address
+from app.config import Settings
+from app.consent import suppression
+from app.consent.optout import optout_path
+from app.consent.suppression import Reason
+from app.invites.queries import invite_history
+from app.invites.status import Status
+from app.storage.database import Database
+from tests.answering import invited, press
+from tests.helpers import client_for, invite_row, page_token
+from tests.services import ScriptedSmtp
+
+OPTOUT_URL = re.compile(r"https?://[^\s<>\"]+/descadastro/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+")
+ONE_CLICK = {"List-Unsubscribe": "One-Click"}
+
+
+def optout_url_of(smtp: ScriptedSmtp, email: str) -> str:
+    """The one-click URL from the newest invitation to ``email``: its ``List-Unsubscribe``."""
+    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
+    found = OPTOUT_URL.search(str(mail["List-Unsubscribe"]))
+    assert found, mail["List-Unsubscribe"]
+    return found.group(0)
+
+
+async def test_every_invitation_carries_list_unsubscribe_one_click_and_the_link_in_both_parts(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+
+    mail = smtp.received[-1].message
+    url = f"{settings.public_url}{optout_path(settings.secret_key, public_id)}"
+    header = str(mail["List-Unsubscribe"])
+    mailto = opt_out_address(settings.return_path, settings.secret_key, public_id)
+    assert header == f"<{url}>, <mailto:{mailto}?subject=descadastro>"
+    assert mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    text = mail.get_body(("plain",)).get_content().replace("\r\n", "\n")  # type: ignore[union-attr]
+    html = mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    assert f"Não quero receber convites:\n{url}" in text
+    assert f'<a href="{url}">Não quero receber convites</a>' in html
+
+
+async def test_the_invitation_page_offers_the_way_out_below_the_two_answers(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    public_id, link = await invited(client, settings, smtp)
+
+    page = (await anonymous_client.get(link)).text
+
+    path = optout_path(settings.secret_key, public_id)
+    assert page.index("Aceitar convite") < page.index("Recusar") < page.index(path)
+    assert f'<a href="{path}">Não quero receber convites</a>' in page
+
+
+async def test_a_one_click_post_without_a_cookie_opts_out_at_once_and_again_changes_nothing(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    url = optout_url_of(smtp, "ana@exemplo.com.br")
+
+    # A mail provider's request: no cookie jar, no CSRF token, only the RFC 8058 body.
+    async with client_for(settings) as provider:
+        first = await provider.post(url, data=ONE_CLICK)
+        again = await provider.post(url, data=ONE_CLICK)
+        assert not provider.cookies.get("convites_sessao")
+
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert await suppression.reason_for(db, "Ana@Exemplo.com.br ") == Reason.OPTED_OUT
+    row = await invite_row(db, public_id)
+    assert (row.status, row.error) == (Status.RECUSADO, suppression.ROW_NOTES[Reason.OPTED_OUT])
+    recusados = [e for e in await invite_history(db, row.id) if e.status == Status.RECUSADO]
+    assert len(recusados) == 1  # the same opt-out twice is one event
+
+
+async def test_opening_the_link_records_nothing_until_the_person_confirms_then_offers_the_way_back(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    path = optout_path(settings.secret_key, public_id)
+
+    opened = await anonymous_client.get(path)
+    assert opened.status_code == 200 and "Não quer receber convites?" in opened.text
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") is None
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+    confirmed = await anonymous_client.post(path)
+    assert (confirmed.status_code, confirmed.headers["location"]) == (303, path)
+    done = await anonymous_client.get(path)
+    assert "Pronto: você não vai mais receber convites" in done.text
+    assert "Quero voltar a receber convites" in done.text
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
+
+    back = await anonymous_client.post(f"{path}/voltar", data={"csrf_token": page_token(done.text)})
+    assert back.status_code == 303
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") is None
+    again = await anonymous_client.get(back.headers["location"])
+    assert "volta a receber convites" in again.text and "Não quer receber convites?" in again.text
+
+
+async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, link = await invited(client, settings, smtp)
+    await suppression.suppress(db, "ana@exemplo.com.br", Reason.COMPLAINED, "abuse")
+    path = optout_path(settings.secret_key, public_id)
+
+    page = await anonymous_client.get(path)
+    assert "Este endereço não recebe convites" in page.text
+    assert "Quero voltar" not in page.text
+    token = page_token((await anonymous_client.get(link)).text)
+    await anonymous_client.post(f"{path}/voltar", data={"csrf_token": token})
+
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.COMPLAINED
+
+
+async def test_a_bad_signature_is_refused_and_records_nothing(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    forged = f"/descadastro/{public_id}/{'A' * 43}"
+    other_key = optout_path("another-secret-key-of-someone-else", public_id)
+
+    async with client_for(settings) as stranger:
+        for path in (forged, other_key):
+            assert (await stranger.post(path, data=ONE_CLICK)).status_code == 404
+            assert (await stranger.get(path)).status_code == 404
+
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") is None
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+
+async def test_csrf_lets_through_only_the_signed_one_click_path(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    """Without a token: the way back, the answers and anything under the prefix are 403."""
+    public_id, link = await invited(client, settings, smtp)
+    path = optout_path(settings.secret_key, public_id)
+    await suppression.suppress(db, "ana@exemplo.com.br", Reason.OPTED_OUT)
+
+    async with client_for(settings) as stranger:
+        for unsafe in (f"{path}/voltar", f"{path}/x", f"{link}/recusar", f"{link}/aceitar"):
+            refused = await stranger.post(unsafe, data=ONE_CLICK)
+            assert refused.status_code == 403, unsafe
+
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+
+async def test_an_answered_invitation_keeps_its_answer_and_its_address_still_opts_out(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, link = await invited(client, settings, smtp)
+    await press(anonymous_client, link, "aceitar")
+
+    async with client_for(settings) as provider:
+        answer = await provider.post(optout_url_of(smtp, "ana@exemplo.com.br"), data=ONE_CLICK)
+
+    assert answer.status_code == 200
+    assert (await invite_row(db, public_id)).status == Status.ACEITO
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
