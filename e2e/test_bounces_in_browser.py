@@ -29,7 +29,7 @@ pytestmark = pytest.mark.e2e
 
 BOUNCE_WHY = (
     "O servidor do destinatário informou que a caixa não existe (5.1.1). Informado por "
-    "mail.exemplo.com. Corrija o endereço e reenvie."
+    "mail.exemplo.com. Este endereço não recebe mais convites. Corrija o endereço e reenvie."
 )
 BOUNCED = "O convite para {} voltou: não foi entregue. " + BOUNCE_WHY
 

@@ -1,5 +1,8 @@
 """Reading a bounce: what it says about our one recipient, as a ``Verdict``.
 
+Also a spam complaint an invitation's return path gets: an ARF ``message/feedback-report``
+(RFC 5965), read with the standard ``email`` package.
+
 RFC 3464 reports (``multipart/report; report-type=delivery-status``) are read with the standard
 ``email`` package: ``Action``, ``Status``, ``Diagnostic-Code``, ``Reporting-MTA``. Anything else
 goes to ``flufl.bounce``, which knows the non-standard formats (Postfix, Exim, qmail, Microsoft
@@ -39,6 +42,8 @@ class BounceKind(StrEnum):
     DELAYED = "delayed"  # Action: delayed (4.x.x): still trying
     OTHER = "other"  # delivered, relayed, expanded: a report that is no failure
     UNREADABLE = "unreadable"  # we could not tell; kept for a person to look at
+    COMPLAINT = "complaint"  # an ARF report (RFC 5965) of abuse: the invitee said "spam"
+    UNSUBSCRIBE = "unsubscribe"  # a message to the invite's opt-out address (List-Unsubscribe)
 
 
 @dataclass(frozen=True)
@@ -207,6 +212,36 @@ def kind_class(kind: BounceKind) -> str:
     return "5" if kind == BounceKind.PERMANENT else "4"
 
 
+#: ARF ``Feedback-Type`` values that are a complaint about the mail (RFC 5965 section 7.3);
+#: ``not-spam``, ``auth-failure``, ``virus`` and ``other`` are kept as history only.
+_COMPLAINTS = ("abuse", "fraud")
+
+
+def _feedback_report(message: Message) -> Verdict | None:
+    """The verdict of an ARF report (``multipart/report; report-type=feedback-report``), or
+    ``None`` when ``message`` is none. The standard ``email`` package parses the
+    ``message/feedback-report`` part as a message whose headers are the report's fields."""
+    for part in message.walk():
+        if part.get_content_type() != "message/feedback-report":
+            continue
+        payload = part.get_payload()
+        fields = payload[0] if isinstance(payload, list) and payload else None
+        if not isinstance(fields, Message):
+            return Verdict(BounceKind.UNREADABLE, problem="feedback-report has no fields")
+        feedback_type = (_clean(fields.get("Feedback-Type")) or "").lower()
+        if not feedback_type:
+            return Verdict(BounceKind.UNREADABLE, problem="feedback-report without Feedback-Type")
+        kind = BounceKind.COMPLAINT if feedback_type in _COMPLAINTS else BounceKind.OTHER
+        return Verdict(
+            kind,
+            diagnostic=f"Feedback-Type: {feedback_type}",
+            reporting_host=_typed_value(fields.get("Reporting-MTA"))
+            or _clean(fields.get("User-Agent")),
+            recipient=_address(fields.get("Original-Rcpt-To")),
+        )
+    return None
+
+
 def read_bounce(raw: bytes, public_id: str | None, invite_email: str | None) -> Verdict:
     """Everything ``raw`` says about the invite ``public_id`` sent to ``invite_email``."""
     invite_email = invite_email.lower() if invite_email else None
@@ -215,6 +250,8 @@ def read_bounce(raw: bytes, public_id: str | None, invite_email: str | None) -> 
     try:
         message = email.message_from_bytes(raw, policy=email.policy.compat32)
         verdict, envelope_id = _rfc3464(message, invite_email)
+        if verdict is None:
+            verdict = _feedback_report(message)
         if verdict is None or verdict.kind == BounceKind.UNREADABLE:
             # Not a standard report (or a broken one): the formats flufl.bounce knows.
             fallback = _flufl(message, invite_email)

@@ -76,6 +76,8 @@ UNCHANGED_PREFIX = "devolução recebida, sem mudança no convite: "
 STALE_PREFIX = "devolução de um envio anterior (o convite já foi reenviado): "
 UNREADABLE = "recebemos uma devolução que não conseguimos ler; ela foi guardada para análise."
 OTHER_PREFIX = "aviso de entrega recebido: "
+COMPLAINT_PREFIX = "reclamação de spam: "
+UNSUBSCRIBE_PREFIX = "pedido de descadastro por e-mail: "
 
 
 def history_line(kind: str, outcome: str, reason: str | None) -> str:
@@ -87,5 +89,10 @@ def history_line(kind: str, outcome: str, reason: str | None) -> str:
         return f"devolvido: {text}"
     if outcome == "stale":
         return STALE_PREFIX + text
-    prefixes = {"delayed": DELAYED_PREFIX, "other": OTHER_PREFIX}
+    prefixes = {
+        "delayed": DELAYED_PREFIX,
+        "other": OTHER_PREFIX,
+        "complaint": COMPLAINT_PREFIX,
+        "unsubscribe": UNSUBSCRIBE_PREFIX,
+    }
     return prefixes.get(kind, UNCHANGED_PREFIX) + text

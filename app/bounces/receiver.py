@@ -4,12 +4,16 @@ It takes mail only for return paths it issued and that still matter, decided at 
 before a byte of the message is read:
 - the address must be one of ``RETURN_PATH``'s signed VERP addresses (``app.bounces.addresses``)
   with a tag we wrote: anything else is a 550;
-- it must name an invite we have, at its current attempt, in a state a bounce can change
-  (``enviado | incerto``): a return path of an earlier attempt, or of an invite that has since
-  been answered, corrected, cancelled or already devolvido, is a 550 (a mail server never
-  bounces a bounce, so refusing one loses nothing that could still change the invite). An
-  invite still ``enviando`` for that attempt gets a 451: its worker has not recorded the 250
-  yet, and the sending server will try again;
+- it must name an invite we have, at its current attempt, in a state whose mail may be in a
+  mailbox (``app.invites.status.REPORTABLE``: ``enviado | incerto``, which a bounce changes,
+  and the answered, expired and cancelled ones, which only a spam complaint or a mailed opt-out
+  changes): a return path of an earlier attempt, or of an invite that failed, is being sent
+  again or is already devolvido, is a 550 (a mail server never bounces a bounce, so refusing
+  one loses nothing that could still change the invite). An invite still ``enviando`` for
+  that attempt gets a 451: its worker has not recorded the 250 yet, and the sending server
+  will try again;
+- an invite's opt-out address (the ``mailto:`` of ``List-Unsubscribe``) needs only an invite
+  we have: an opt-out is good at any time;
 - one bounce address per message: a bounce is about one of our messages, and each of those has
   its own return path. Any further recipient gets a 452 (RFC 5321 4.5.3.1.10: the client sends
   it in another message), and past ``MAX_RECIPIENTS`` RCPT commands every one does. So a
@@ -46,7 +50,7 @@ from redis.asyncio import Redis
 from app.bounces.addresses import Forged, ReturnPath, read_address
 from app.bounces.store import invite_of, receive
 from app.config import VAR_DIR, Settings
-from app.invites.status import BOUNCEABLE, Status
+from app.invites.status import REPORTABLE, Status
 from app.live.wakeups import Announcer
 from app.ops.metrics import count_refused_bounce
 from app.sending.heartbeat import BOUNCE_RECEIVER_SECONDS, BOUNCE_RECEIVERS, beat, forget
@@ -140,6 +144,8 @@ class BounceHandler:
         except Exception as exc:  # a 5xx here would lose a real bounce: ask for it again
             log.warning("could not check a bounce address", extra={**named, "error": repr(exc)})
             return "451 4.3.0 Could not check this address now; please try again later"
+        if invite is not None and target.opt_out:
+            return None  # the invite's opt-out address: taken whatever its state
         if invite is None or target.attempt > invite.attempt:
             return await self.refuse(
                 Refusal.UNKNOWN_INVITE, "550 5.1.1 No such invite", peer, **named
@@ -158,7 +164,7 @@ class BounceHandler:
                 peer,
                 **named,
             )
-        if invite.status not in BOUNCEABLE:
+        if invite.status not in REPORTABLE:
             return await self.refuse(
                 Refusal.SETTLED,
                 "550 5.1.1 This invite is past what a bounce can change",

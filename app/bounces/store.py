@@ -2,7 +2,12 @@
 
 ``receive`` stores the raw message first (a row in ``bounces``; the same bounce twice is one
 row, by its fingerprint), then, in the same transaction:
-- a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.invites.transitions``);
+- a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.invites.transitions``),
+  and with a 5.x.x code (never a 4.x.x, even one the server gave up on) its address joins the
+  suppression list (``app.consent.suppression``);
+- a spam complaint (ARF) or a message to the invite's opt-out address (the ``mailto:`` of
+  ``List-Unsubscribe``) puts the invite's address on the suppression list, and the sender's
+  row says so (``suppress_from_invite``);
 - anything else — a delay, a report that is no failure, a bounce for an invite in any other
   state (already answered, already devolvido, sent again since), one we cannot read — is kept
   as a history line of its invite, with no status change.
@@ -22,9 +27,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.bounces.addresses import ReturnPath
-from app.bounces.reader import BounceKind, Verdict, read_bounce
+from app.bounces.reader import BounceKind, Verdict, fingerprint, read_bounce
 from app.bounces.reasons import bounce_reason
 from app.clock import utcnow
+from app.consent import suppression
 from app.invites import transitions
 from app.invites.records import Change, Invite, record_from
 from app.storage.database import Database
@@ -40,6 +46,7 @@ class Outcome(StrEnum):
     HISTORY = "history"  # a history line, no status change
     STALE = "stale"  # about an earlier attempt than the invite's current one
     UNKNOWN_INVITE = "unknown_invite"  # the VERP id names no invite we have
+    SUPPRESSED = "suppressed"  # a complaint or an opt-out: the address joined the list
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,24 @@ def _insert_once(conn: AsyncConnection, values: dict[str, Any]) -> Any:
     )
 
 
+#: Reports whose sender wants no more invitations, and the suppression reason of each.
+_UNWANTED = {
+    BounceKind.COMPLAINT: suppression.Reason.COMPLAINED,
+    BounceKind.UNSUBSCRIBE: suppression.Reason.OPTED_OUT,
+}
+
+#: The reason a kept complaint or mail opt-out reads with (its history line adds the kind).
+_UNWANTED_REASONS = {
+    BounceKind.COMPLAINT: "A pessoa convidada marcou o convite como spam.",
+    BounceKind.UNSUBSCRIBE: "A pessoa convidada pediu por e-mail para não receber convites.",
+}
+
+
 def _outcome(invite: Invite | None, verdict: Verdict, change: Change | None) -> Outcome:
     if invite is None:
         return Outcome.UNKNOWN_INVITE
+    if verdict.kind in _UNWANTED:
+        return Outcome.SUPPRESSED
     if change is not None:
         return Outcome.DEVOLVIDO
     if verdict.attempt is not None and verdict.attempt != invite.attempt:
@@ -94,13 +116,16 @@ def _values(
         "kind": verdict.kind.value,
         "outcome": Outcome.HISTORY.value,
         "status_code": verdict.status_code,
-        "reason": bounce_reason(
-            verdict.status_code,
-            verdict.reporting_host,
-            final=verdict.kind == BounceKind.PERMANENT,
-        )
-        if known
-        else None,
+        "reason": _UNWANTED_REASONS.get(verdict.kind)
+        or (
+            bounce_reason(
+                verdict.status_code,
+                verdict.reporting_host,
+                final=verdict.kind == BounceKind.PERMANENT,
+            )
+            if known
+            else None
+        ),
         "reporting_host": verdict.reporting_host,
         "diagnostic": verdict.diagnostic,
         "attempt": verdict.attempt,
@@ -114,10 +139,16 @@ async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath)
     and record it: one row, one reading, for one message."""
     public_id = address.public_id
     invite = await invite_of(db, public_id)
-    verdict = read_bounce(raw, public_id, invite.email if invite else None)
-    # The signed return path names the attempt; what the message quotes (ENVID, Message-ID)
-    # could come from any copy of any attempt's mail.
-    verdict = replace(verdict, attempt=address.attempt)
+    if address.opt_out:
+        # Whatever it says: a message to this address is the opt-out (RFC 2369 mailto).
+        verdict = Verdict(
+            BounceKind.UNSUBSCRIBE, diagnostic="mailto", fingerprint=fingerprint(raw, None)
+        )
+    else:
+        verdict = read_bounce(raw, public_id, invite.email if invite else None)
+        # The signed return path names the attempt; what the message quotes (ENVID,
+        # Message-ID) could come from any copy of any attempt's mail.
+        verdict = replace(verdict, attempt=address.attempt)
     # The fingerprint is per envelope recipient: the one message may bounce two invites.
     verdict = _with_key(verdict, recipient)
     values = _values(raw, recipient, public_id, invite, verdict)
@@ -134,10 +165,8 @@ async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath)
             received = Received(int(first.id), True, verdict, Outcome(first.outcome))
         else:
             change = None
-            if invite is not None and verdict.kind == BounceKind.PERMANENT:
-                change = await transitions.mark_bounced(
-                    conn, invite.id, verdict.attempt, values["reason"]
-                )
+            if invite is not None:
+                change = await _apply(conn, invite, verdict, values["reason"])
             outcome = _outcome(invite, verdict, change)
             await conn.execute(
                 update(bounces).where(bounces.c.id == inserted).values(outcome=outcome.value)
@@ -145,6 +174,32 @@ async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath)
             received = Received(int(inserted), False, verdict, outcome, change)
     _log(received, public_id)
     return received
+
+
+def _permanent_address_failure(verdict: Verdict) -> bool:
+    """A 5.x.x: the address will never take mail. A 4.x.x the server gave up on may work
+    tomorrow (a full mailbox, a server down for days), so it never suppresses."""
+    return verdict.kind == BounceKind.PERMANENT and (verdict.status_code or "").startswith("5.")
+
+
+async def _apply(
+    conn: AsyncConnection, invite: Invite, verdict: Verdict, reason: str
+) -> Change | None:
+    """What a new report changes: the invite's row, and the suppression list."""
+    if verdict.kind in _UNWANTED:
+        unwanted = _UNWANTED[verdict.kind]
+        return await suppression.suppress_from_invite(conn, invite, unwanted, verdict.diagnostic)
+    if verdict.kind != BounceKind.PERMANENT:
+        return None
+    if not _permanent_address_failure(verdict):
+        return await transitions.mark_bounced(conn, invite.id, verdict.attempt, reason)
+    note = suppression.ROW_NOTES[suppression.Reason.BOUNCED]
+    change = await transitions.mark_bounced(conn, invite.id, verdict.attempt, f"{reason} {note}")
+    if change is not None:  # only the bounce that made the row devolvido: a late one is history
+        await suppression.suppress(
+            conn, invite.email, suppression.Reason.BOUNCED, verdict.status_code
+        )
+    return change
 
 
 def _with_key(verdict: Verdict, recipient: str) -> Verdict:

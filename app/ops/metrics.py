@@ -296,8 +296,9 @@ class SnapshotCollector(Collector):
             yield _labelled(
                 CounterMetricFamily(
                     "convites_bounces",
-                    "Bounces received, by class (permanent, delayed, other, unreadable) and by "
-                    "what they did (devolvido, history, stale, unknown_invite).",
+                    "Bounces received, by class (permanent, delayed, other, unreadable, "
+                    "complaint, unsubscribe) and by what they did (devolvido, history, stale, "
+                    "unknown_invite, suppressed).",
                     labels=["class", "outcome"],
                 ),
                 snap.bounces or {},
