@@ -17,6 +17,7 @@ from enum import StrEnum
 from sqlalchemy import select
 
 from app.batches.parse import Row
+from app.consent.suppression import REFUSALS, Reason, reasons_for
 from app.invites.records import INVITE, Invite, record_from
 from app.invites.status import ON_ITS_WAY, Status
 from app.invites.validation import check_email, check_name, same_address
@@ -30,6 +31,7 @@ class Verdict(StrEnum):
     REPEATED = "repetido"
     ALREADY_INVITED = "ja_convidado"
     BOUNCED = "devolvido_antes"
+    SUPPRESSED = "nao_recebe"  # on the suppression list (app.consent.suppression)
 
 
 #: How each verdict is counted at the top of the review (pt-BR), in this order.
@@ -39,6 +41,7 @@ VERDICT_LABELS = {
     Verdict.REPEATED: "Repetidos nesta lista",
     Verdict.ALREADY_INVITED: "Já convidados por você",
     Verdict.BOUNCED: "Devolvidos antes",
+    Verdict.SUPPRESSED: "Não recebem convites",
 }
 
 
@@ -121,10 +124,16 @@ def _repeats(rows: list[Reviewed]) -> list[Reviewed]:
 
 
 def _against_history(
-    item: Reviewed, on_the_way: dict[str, Invite], bounced: dict[str, Invite]
+    item: Reviewed,
+    on_the_way: dict[str, Invite],
+    bounced: dict[str, Invite],
+    suppressed: dict[str, Reason],
 ) -> Reviewed:
     if not item.ok or item.email is None:
         return item
+    if item.email in suppressed:
+        message = REFUSALS[suppressed[item.email]]
+        return Reviewed(item.row, Verdict.SUPPRESSED, message, item.email, item.name)
     if item.email in on_the_way:
         invite = on_the_way[item.email]
         message = f"Você já convidou este endereço; o convite está {invite.status.value}."
@@ -141,4 +150,5 @@ async def review(db: Database, sender_id: str, rows: Sequence[Row]) -> Review:
     checked = _repeats([_checked(row) for row in rows])
     emails = [item.email for item in checked if item.ok and item.email is not None]
     on_the_way, bounced = await _earlier_invites(db, sender_id, emails)
-    return Review([_against_history(item, on_the_way, bounced) for item in checked])
+    suppressed = await reasons_for(db, emails)
+    return Review([_against_history(item, on_the_way, bounced, suppressed) for item in checked])

@@ -1,5 +1,6 @@
-"""One attempt of one invite, as the arq job ``send_invite`` runs it: claim the row, spend the
-hourly budget, hand the mail to SMTP, record the verdict in the database, then tell the pages.
+"""One attempt of one invite, as the arq job ``send_invite`` runs it: claim the row, check the
+suppression list, spend the hourly budget, hand the mail to SMTP, record the verdict in the
+database, then tell the pages.
 
 Jobs carry ids, not rows: the row in the database is the only truth about an invite. The
 verdict needs only the database, so a Redis outage never loses it; every step after it is best
@@ -17,6 +18,7 @@ from app import clock, ratelimit
 from app.accounts import signin
 from app.clock import utcnow
 from app.config import Settings
+from app.consent import suppression
 from app.invites import queries, transitions
 from app.invites.records import SIGNIN_MAIL, Change, Invite
 from app.invites.status import Status
@@ -165,6 +167,25 @@ async def _deliver(
     return await transitions.mark_sent(ctx["db"], invite)
 
 
+async def _cancelled_as_suppressed(ctx: dict[str, Any], invite: Invite) -> bool:
+    """An invitation whose address joined the suppression list after it was queued is never
+    sent: ``cancelado``, with the reason in its row and history. A sign-in mail always goes
+    (the address's owner asked for it)."""
+    if invite.kind == SIGNIN_MAIL:
+        return False
+    reason = await suppression.reason_for(ctx["db"], invite.email)
+    if reason is None:
+        return False
+    note = suppression.NOT_SENT.format(refusal=suppression.REFUSALS[reason])
+    cancelled = await transitions.cancel_claim(ctx["db"], invite, note)
+    log.info(
+        "address on the suppression list; invite cancelled",
+        extra={"invite": invite.public_id, "reason": reason.value},
+    )
+    await _record(ctx, cancelled)
+    return True
+
+
 async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correlation: str) -> str:
     """Run one attempt: claim the row, hand the mail to SMTP, record what happened."""
     correlation_id.set(correlation)
@@ -183,6 +204,8 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         return "duplicate"
     claimed = won.change
     await ctx["announcer"].announce(claimed)
+    if await _cancelled_as_suppressed(ctx, claimed.invite):
+        return "suppressed"
     try:
         spent = await _spend_hourly_budget(ctx, claimed.invite)
     except OUTAGE_ERRORS:

@@ -1,6 +1,7 @@
 """``POST /convites/{id}/corrigir``: a ``devolvido`` invite goes out again to a corrected address.
 
-Checked and counted like a new invite; its history keeps the bounce.
+Checked and counted like a new invite (an address on the suppression list is refused); its
+history keeps the bounce.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.bounces.history import bounces_of
+from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
 from app.invites.records import Invite
 from app.invites.status import CORRECTABLE
@@ -67,6 +69,9 @@ async def correct(request: Request) -> Response:
         checked = parse_invite({"email": data.get("email"), "nome": invite.name})
     except InvalidInvite as exc:
         return await _invalid(request, invite, data.get("email"), exc.errors.get("email", ""))
+    refusal = await refusal_for(db_of(request), checked.email)
+    if refusal is not None:
+        return await _invalid(request, invite, data.get("email"), refusal)
     refused = await over_send_limits(request, checked.email)
     if refused is not None:
         return refused

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app import ratelimit
 from app.bounces.history import bounce_json, bounces_of
 from app.clock import utcnow
+from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
 from app.invites.records import Account, Change, Duplicate, Invite
 from app.invites.status import RESENDABLE, Status
@@ -146,6 +147,10 @@ async def create(request: Request) -> Response:
     except InvalidInvite as exc:
         return await _invalid(request, data, exc.errors)
     db, account = db_of(request), request.state.account
+    refusal = await refusal_for(db, invite_request.email)
+    if refusal is not None:
+        # On the suppression list: refused like a bad address, before anything is counted.
+        return await _invalid(request, data, {"email": refusal})
     refused = await over_send_limits(request, invite_request.email)
     if refused is not None:
         return refused
@@ -300,6 +305,9 @@ async def resend(request: Request) -> Response:
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
+    refusal = await refusal_for(db_of(request), invite.email)
+    if refusal is not None:
+        return error_response(request, 422, refusal)
     refused = await over_send_limits(request, invite.email)
     if refused is not None:
         return refused
