@@ -1,5 +1,5 @@
 """Command line: ``python -m app dev | worker | pause | resume | migrate | mailbox | bounces |
-status | reconcile | retry``."""
+status | reconcile | retry | suppression``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     retry = commands.add_parser("retry", help="send again every falhou (or incerto) invite")
     retry.add_argument("--status", choices=["falhou", "incerto"], required=True)
     retry.add_argument("--reason", help="only invites whose reason contains this text")
+    suppression = commands.add_parser("suppression", help="the suppression list: list, lift")
+    suppression_commands = suppression.add_subparsers(dest="action", required=True)
+    suppression_commands.add_parser("list", help="every address nobody may invite, and why")
+    lift = suppression_commands.add_parser("lift", help="let an address be invited again")
+    lift.add_argument("email")
+    lift.add_argument("--motivo", required=True, help="why (logged)")
+    lift.add_argument("--quem", help="who lifts it (logged; default: this system user)")
     args = parser.parse_args(argv)
 
     try:
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_receiver(load_settings())
         if args.command in ("pause", "resume"):
             return _pause(args)
-        if args.command in ("status", "reconcile", "retry"):
+        if args.command in ("status", "reconcile", "retry", "suppression"):
             return _oncall(args)
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
@@ -90,6 +97,7 @@ def _pause(args: argparse.Namespace) -> int:
 
 
 def _oncall(args: argparse.Namespace) -> int:
+    import getpass
     import logging
 
     from app.invites.status import Status
@@ -103,6 +111,11 @@ def _oncall(args: argparse.Namespace) -> int:
         return oncall.status(settings, as_json=args.json)
     if args.command == "reconcile":
         return oncall.reconcile_once(settings)
+    if args.command == "suppression":
+        if args.action == "list":
+            return oncall.suppression_list(settings)
+        who = args.quem or getpass.getuser()
+        return oncall.suppression_lift(settings, args.email, who, args.motivo)
     return oncall.retry(settings, Status(args.status), args.reason)
 
 

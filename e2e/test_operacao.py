@@ -1,4 +1,5 @@
-"""The operator page in Chromium against real web and worker processes, under the app's CSP."""
+"""The operator page in Chromium against real web and worker processes, under the app's CSP:
+its bulk retry, live panel, and the suppression list's lift."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from playwright.sync_api import BrowserContext, expect
 
 from e2e.conftest import Stack
 from e2e.spoken import read_through, spoken
+from e2e.test_live_pages import assert_no_axe_violations
+from e2e.test_optout_in_browser import optout_link, words
 from tests.helpers import sync_api_headers
 from tests.services import RedisServer, ScriptedSmtp, free_port
 from tests.signing_in import sign_in_sync
@@ -98,3 +101,42 @@ def test_an_operator_logs_in_and_sends_a_failure_group_again_watching_it_live(
     expect(again).to_be_visible(timeout=15000)
     assert page.evaluate("window.semRecarregar") is True
     assert csp == []
+
+
+def test_an_operator_sees_the_suppression_and_lifts_it_after_saying_who_and_why(
+    ops_stack: Stack, smtp: ScriptedSmtp, new_context: Callable[..., BrowserContext]
+) -> None:
+    sender = httpx.Client(base_url=ops_stack.url)
+    sign_in_sync(sender, smtp, "remetente@exemplo.com")
+    email = "eva.sair@exemplo.com"
+    headers = sync_api_headers(sender)
+    assert sender.post("/convites", json={"email": email}, headers=headers).status_code == 202
+    sender.close()
+    # A mail provider's one-click: a client of its own, no cookie, no token.
+    with httpx.Client(base_url=ops_stack.url) as provider:
+        answer = provider.post(optout_link(smtp, email), data={"List-Unsubscribe": "One-Click"})
+        assert answer.status_code == 200
+
+    page = new_context(base_url=ops_stack.url, signed_in=False).new_page()
+    page.goto("/operacao")
+    page.get_by_label("Token de operação").fill(TOKEN)
+    page.get_by_role("button", name="Entrar").click()
+    listed = page.get_by_role("row").filter(has_text=email)
+    expect(listed).to_contain_text("Pediu para não receber (link do convite)")
+    assert_no_axe_violations(page, "/operacao with the suppression list")
+
+    listed.get_by_text("Retirar da lista").click()
+    page.get_by_label("Quem está retirando").fill("Bia da operação")
+    page.get_by_label("Por quê").fill("a pessoa pediu por telefone")
+    page.get_by_role("button", name=f"Sim, retirar {email} da lista").click()
+
+    expect(page.get_by_role("status").first).to_have_text(
+        "Endereço retirado da lista de supressão: ele pode ser convidado de novo."
+    )
+    assert spoken(page) == []  # a new page: read from the top, right after the heading
+    assert words(page)[:2] == [
+        "heading, Operação, level 1",
+        "Endereço retirado da lista de supressão: ele pode ser convidado de novo.",
+    ]
+    expect(page.get_by_text("Nenhum endereço na lista.")).to_be_visible()
+    assert_no_axe_violations(page, "/operacao after lifting")

@@ -1,4 +1,4 @@
-"""The on-call commands: ``python -m app status | reconcile | retry``.
+"""The on-call commands: ``python -m app status | reconcile | retry | suppression``.
 
 The same code as the web and the worker, with short-lived stores of their own; ``status`` exits
 1 when unhealthy, like ``/saude``'s 503.
@@ -18,6 +18,7 @@ from arq.connections import ArqRedis
 
 from app.clock import duration
 from app.config import Settings
+from app.consent import suppression
 from app.invites.status import Status
 from app.live.wakeups import Announcer
 from app.ops.actions import retry_in_bulk
@@ -136,3 +137,42 @@ def reconcile_once(settings: Settings) -> int:
 def retry(settings: Settings, status: Status, reason: str | None) -> int:
     """Send again every invite in ``status`` whose reason contains ``reason``."""
     return _run(_retry, settings, status, reason)
+
+
+async def _suppression_list(settings: Settings) -> int:
+    db = Database(settings.database_url)
+    try:
+        entries = await suppression.listing(db, limit=100_000)
+    finally:
+        await db.dispose()
+    noun = "endereço" if len(entries) == 1 else "endereços"
+    print(f"{len(entries)} {noun} na lista de supressão.")
+    for entry in entries:
+        shown = entry.email or f"(apagado, {entry.address_hash[:12]}…)"
+        detail = f" ({entry.detail})" if entry.detail else ""
+        label = suppression.LABELS[entry.reason]
+        print(f"  {shown}  {label}{detail}  desde {entry.created_at:%Y-%m-%d %H:%M} UTC")
+    return 0
+
+
+async def _suppression_lift(settings: Settings, email: str, who: str, why: str) -> int:
+    db = Database(settings.database_url)
+    try:
+        lifted = await suppression.lift(db, email, by=f"cli: {who}", why=why)
+    finally:
+        await db.dispose()
+    if lifted is None:
+        print(f"{email} não está na lista de supressão.")
+        return 1
+    print(f"{email} saiu da lista de supressão ({suppression.LABELS[lifted.reason]}).")
+    return 0
+
+
+def suppression_list(settings: Settings) -> int:
+    """Print every address on the suppression list, newest first, with why and since when."""
+    return _run(_suppression_list, settings)
+
+
+def suppression_lift(settings: Settings, email: str, who: str, why: str) -> int:
+    """Take ``email`` off the list (logged with ``who`` and ``why``); 1 if it was not on it."""
+    return _run(_suppression_lift, settings, email, who, why)

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.bounces.history import bounced_by_reason
 from app.clock import utcnow
 from app.config import Settings
+from app.consent import suppression
 from app.invites.status import Status
 from app.ops import auth as ops_auth
 from app.ops.actions import failed_by_reason, retry_in_bulk, uncertain_invites
@@ -152,11 +153,24 @@ async def page(request: Request) -> Response:
             }
             for g in panel["bounced"]
         ]
+        body["supressao"] = [
+            {
+                "email": entry.email,
+                "motivo": entry.reason.value,
+                "desde": entry.created_at.isoformat(),
+                "detalhe": entry.detail,
+            }
+            for entry in await suppression.listing(db_of(request))
+        ]
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
     try:
         panel["retried"] = whole_number(request.query_params.get("reenviados"), "reenviados")
     except BadParameter as exc:
         return error_response(request, 400, exc.message)
+    # Outside the live panel: its swaps would close a confirmation step half-way through.
+    panel["suppressed"] = await suppression.listing(db_of(request))
+    panel["suppression_labels"] = suppression.LABELS
+    panel["lifted"] = request.query_params.get("retirado") == "1"
     return render(request, "operacao.html", panel, headers={"Cache-Control": "no-store"})
 
 
@@ -262,3 +276,22 @@ async def resume(request: Request) -> Response:
     if wants_json(request):
         return JSONResponse({"pausado": False})
     return RedirectResponse("/operacao", status_code=303)
+
+
+@operator_only
+async def lift_suppression(request: Request) -> Response:
+    """POST /operacao/supressao/retirar: an address may be invited again, after the
+    confirmation step; who and why are required, and logged (``app.consent.suppression``)."""
+    form = await request.form()
+    key, who, why = (form.get(name) for name in ("endereco", "quem", "motivo"))
+    if not all(isinstance(value, str) and value.strip() for value in (key, who, why)):
+        return error_response(request, 400, "Diga quem está retirando o endereço e por quê.")
+    assert isinstance(key, str) and isinstance(who, str) and isinstance(why, str)
+    lifted = await suppression.lift_hash(
+        db_of(request), key, by=f"operacao: {who.strip()[:100]}", why=why.strip()[:300]
+    )
+    if lifted is None:
+        return error_response(request, 404, "Este endereço não está mais na lista.")
+    if wants_json(request):
+        return JSONResponse({"retirado": True})
+    return RedirectResponse("/operacao?retirado=1", status_code=303)

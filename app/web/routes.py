@@ -109,5 +109,6 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
             Route("/operacao/eventos", ops.stream, methods=["GET"]),
             Route("/operacao/pausar", ops.pause, methods=["POST"]),
             Route("/operacao/retomar", ops.resume, methods=["POST"]),
+            Route("/operacao/supressao/retirar", ops.lift_suppression, methods=["POST"]),
         ]
     return table
