@@ -17,6 +17,7 @@ from app.invites.queries import invite_history
 from app.invites.status import Status
 from app.storage.database import Database
 from app.web.present import event_text
+from tests.api_keys import bearer, new_key
 from tests.batch_helpers import review_text
 from tests.fixtures import drain
 from tests.helpers import api_headers, invite_row, page_token, post_invite, wait_for_status, written
@@ -41,6 +42,21 @@ async def test_the_single_form_refuses_a_suppressed_address_with_422_no_row_and_
     assert as_json.json()["campos"] == {"email": "Este endereço pediu para não receber convites."}
     assert await written(db) == (0, 0, 0)
     assert len(smtp.received) == mails_before
+
+
+async def test_the_api_refuses_a_suppressed_address_the_same_way(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    await suppression.suppress(db, ANA, Reason.BOUNCED, "5.1.1")
+    key = await new_key(client)
+
+    answer = await anonymous_client.post(
+        "/api/v1/convites", json={"email": ANA}, headers=bearer(key)
+    )
+
+    assert answer.status_code == 422
+    assert answer.json()["campos"] == {"email": REFUSALS[Reason.BOUNCED]}
+    assert await written(db) == (0, 0, 0)
 
 
 async def test_each_reason_has_its_own_words_and_none_names_who_caused_it(
