@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,17 @@ def _wait_until_serving(dev: subprocess.Popen[str], port: int, log: Path) -> Non
     )
     if dev.poll() is not None:
         raise AssertionError(f"dev exited with {dev.returncode}:\n{log.read_text()}")
+
+
+def _read_until(dev: subprocess.Popen[str], end: str) -> str:
+    """What dev printed, up to the line holding ``end`` (or until it exits)."""
+    assert dev.stdout is not None
+    lines = []
+    for line in dev.stdout:
+        lines.append(line)
+        if end in line:
+            break
+    return "".join(lines)
 
 
 def _wait_for_status(http: httpx.Client, location: str, status: str) -> None:
@@ -106,9 +118,36 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
             assert simulated.status_code == 303, simulated.text
             _wait_for_status(http, created.headers["location"], "devolvido")
 
+            # The mailbox answers by address, so QA reaches every state with dev alone.
+            def invite(email: str) -> str:
+                sent = http.post(
+                    "/convites",
+                    json={"email": email},
+                    headers={"Accept": "application/json", "X-CSRF-Token": token["csrf_token"]},
+                )
+                assert sent.status_code == 202, sent.text
+                return str(sent.headers["location"])
+
+            refused, unstable, stalled = (
+                invite(email)
+                for email in ("recusa@exemplo.com", "instavel@exemplo.com", "lento@exemplo.com")
+            )
+            _wait_for_status(http, refused, "falhou")
+            _wait_for_status(http, unstable, "enviado")
+            assert (
+                http.get(unstable, headers={"Accept": "application/json"}).json()["tentativa"] == 2
+            )
+            _wait_for_status(http, stalled, "incerto")
+
+            # The operator page opens for the local person with the token dev printed.
+            said = _read_until(dev, "Press Ctrl-C")
+            [ops_token] = re.findall(r"/operacao  token: (\S+)", said)
+            ops = http.get("/operacao", headers={"Authorization": f"Bearer {ops_token}"})
+            assert ops.status_code == 200
+
         dev.send_signal(signal.SIGINT)
         assert dev.wait(40) == 0
-        assert "http://127.0.0.1:" in (dev.stdout.read() if dev.stdout else "")
+        assert "http://127.0.0.1:" in said
         assert [pid for pid in children if _alive(pid)] == []
         assert not list((tmp_path / "var").rglob("*.pid"))
     finally:

@@ -10,11 +10,12 @@ import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.dev.run import dev_ops_token
 from app.invites.status import Status
 from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
 from tests.fixtures import drain, running_app
-from tests.helpers import JSON, invite_row, page_token, post_invite, statuses
+from tests.helpers import JSON, client_for, invite_row, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 TOKEN = "token-de-operacao-bem-comprido"
@@ -123,3 +124,26 @@ async def test_tentar_de_novo_sends_again_only_the_falhou_invites_with_that_reas
         "/operacao/tentar-de-novo", data={"motivo": blocked}, headers={**BEARER, **JSON}
     )
     assert again.json() == {"reenviados": 0}
+
+
+async def test_production_keeps_the_page_off_without_ops_token_and_closed_without_the_token(
+    settings: Settings,
+) -> None:
+    # `python -m app dev` hands the local person a token; production never gets one that way.
+    production = replace(
+        settings, app_env="production", public_url="https://convites.example.com", allowed_hosts=()
+    )
+    assert dev_ops_token({"APP_ENV": "production"}) is None
+    async with client_for(production, base_url="https://convites.example.com") as browser:
+        assert (await browser.get("/operacao", headers=BEARER)).status_code == 404
+    with_token = replace(production, ops_token=TOKEN)
+    async with client_for(with_token, base_url="https://convites.example.com") as browser:
+        assert (await browser.get("/operacao")).status_code == 401
+        assert (await browser.get("/operacao", headers=BEARER)).status_code == 200
+
+
+def test_dev_opens_the_page_with_a_fresh_token_unless_one_is_given() -> None:
+    fresh = dev_ops_token({"APP_ENV": "development"})
+    assert fresh is not None and len(fresh) >= 16
+    assert fresh != dev_ops_token({"APP_ENV": "development"})
+    assert dev_ops_token({"APP_ENV": "development", "OPS_TOKEN": TOKEN}) == TOKEN

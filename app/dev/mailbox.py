@@ -1,6 +1,10 @@
 """The dev mailbox: a local SMTP server that keeps every message as an ``.eml`` file.
 
-``python -m app dev`` runs it so one person can see what Convites sent, at ``/caixa``.
+``python -m app dev`` runs it so one person can see what Convites sent, at ``/caixa``. It
+answers by the recipient's address the way the tests' SMTP server can be told to, so QA reaches
+every state with ``make run`` alone (README, "QA"): ``recusa…@`` is refused for good (550 →
+``falhou``), ``instavel…@`` is refused once for now (451 → a retry, then 250), ``lento…@`` gets
+no answer past the sender's timeout (→ ``incerto``); any other address is kept and answered 250.
 """
 
 from __future__ import annotations
@@ -17,15 +21,45 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
+#: The local part's beginning that picks each scripted answer (see the module's docstring).
+REFUSED = "recusa"
+UNSTABLE = "instavel"
+STALLED = "lento"
+REFUSED_REPLY = "550 5.1.1 Mailbox unavailable (dev mailbox: recusa...@)"
+UNSTABLE_REPLY = "451 4.7.1 Try again later (dev mailbox: instavel...@)"
+#: Longer than any sender's SMTP timeout: the sender gives up first, mid-DATA. The client's
+#: hang-up cancels the wait.
+STALL_SECONDS = 3600.0
+
+
+def _starting_with(envelope: Any, prefix: str) -> set[str]:
+    """The recipients whose local part starts with ``prefix``, lowercased."""
+    addresses = {str(address).lower() for address in envelope.rcpt_tos}
+    return {address for address in addresses if address.rpartition("@")[0].startswith(prefix)}
+
 
 class SaveToFolder:
-    """aiosmtpd handler: write each accepted message to ``folder`` and answer 250."""
+    """aiosmtpd handler: write each accepted message to ``folder`` and answer 250, unless the
+    recipient's address asks for a refusal or a stall."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
+        # Addresses already refused once with a 451: the next attempt is accepted.
+        self.refused_once: set[str] = set()
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if _starting_with(envelope, REFUSED):
+            return REFUSED_REPLY
+        if _starting_with(envelope, STALLED):
+            await asyncio.sleep(STALL_SECONDS)
+        unstable = _starting_with(envelope, UNSTABLE)
+        if unstable - self.refused_once:
+            self.refused_once |= unstable
+            return UNSTABLE_REPLY
+        return self.keep(envelope)
+
+    def keep(self, envelope: Any) -> str:
         name = f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.eml"
         partial = self.folder / (name + ".part")
         # As a final delivery does (RFC 5321 4.4): the envelope sender, where bounces go.

@@ -7,6 +7,7 @@ and one worker as children supervised by ``app.dev.supervisor``.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -77,6 +78,20 @@ def _redis(children: Supervisor, var: Path) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+#: The dev mailbox is local: a short SMTP timeout lets QA see a ``lento…@`` invite turn
+#: ``incerto`` within seconds (the mailbox never answers it).
+DEV_SMTP_TIMEOUT_SECONDS = 5
+
+
+def dev_ops_token(env: dict[str, str]) -> str | None:
+    """The operator token for the local person: the one given, or a fresh one each run so
+    ``/operacao`` opens under ``make run``; never outside development (the page stays off
+    there unless OPS_TOKEN is set, and always needs the token)."""
+    if env.get("APP_ENV") != "development":
+        return env.get("OPS_TOKEN") or None
+    return env.get("OPS_TOKEN") or secrets.token_urlsafe(24)
+
+
 def run_dev(host: str, port: int) -> int:
     """Run every part until Ctrl-C; return the exit code."""
     var = VAR_DIR.resolve()
@@ -101,7 +116,10 @@ def run_dev(host: str, port: int) -> int:
         env.setdefault("APP_ENV", "development")
         env["REDIS_URL"] = _redis(children, var)
         mail_port = free_port()
-        env["SMTP_URL"] = f"smtp://127.0.0.1:{mail_port}"
+        env["SMTP_URL"] = f"smtp://127.0.0.1:{mail_port}?timeout={DEV_SMTP_TIMEOUT_SECONDS}"
+        ops_token = dev_ops_token(env)
+        if ops_token:
+            env["OPS_TOKEN"] = ops_token
         env["MAILBOX_DIR"] = str(var / "caixa")
         env.setdefault("PUBLIC_URL", f"http://{host}:{port}")
         settings = load_settings(env)
@@ -138,7 +156,12 @@ def run_dev(host: str, port: int) -> int:
         print(
             f"\nConvites is running: http://{host}:{port}/\n"
             f"Sent mail (dev mailbox): http://{host}:{port}/caixa\n"
-            f"The worker is pid {worker.pid}: stop it with kill {worker.pid}, start it again "
+            + (
+                f"Operator page: http://{host}:{port}/operacao  token: {ops_token}\n"
+                if ops_token
+                else ""
+            )
+            + f"The worker is pid {worker.pid}: stop it with kill {worker.pid}, start it again "
             f"with kill -USR1 {os.getpid()}.\n"
             "Press Ctrl-C to stop everything.\n",
             flush=True,
