@@ -52,9 +52,11 @@ from app.web.present import (
     CONNECTION_LOST,
     PAUSED_NOTICE,
     RECONNECTING,
+    RESUMED_NOTICE,
     TEAM_PAUSED_NOTICE,
     announcement,
     describe,
+    describe_paused,
     describe_signin,
     event_text,
     local_datetime,
@@ -93,6 +95,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates.env.bytecode_cache = COMPILED_TEMPLATES
     templates.env.globals.update(
         describe=describe,
+        describe_paused=describe_paused,
         describe_signin=describe_signin,
         signed_in_account=signed_in_account,
         duration=duration,
@@ -106,6 +109,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         static_url=static.url_for,
         PAUSED_NOTICE=PAUSED_NOTICE,
         TEAM_PAUSED_NOTICE=TEAM_PAUSED_NOTICE,
+        RESUMED_NOTICE=RESUMED_NOTICE,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
         bounce_line=history_line,

@@ -99,8 +99,13 @@
 
   // ownAction: the person just pressed a button in this tab; say it even if another tab did.
   // isNew: the row was not on this page until now.
+  function sendingPaused() {
+    return document.body.dataset.envio === "pausado";
+  }
+
   function announceRow(row, ownAction, isNew) {
-    var text = row.dataset.anuncio;
+    // A pendente row says what the person sees: while sending is paused, that it waits.
+    var text = (sendingPaused() && row.dataset.anuncioPausado) || row.dataset.anuncio;
     if (!text) return;
     var key = row.dataset.convite;
     var event = Number(row.dataset.evento || 0);
@@ -393,10 +398,18 @@
     var existing = byId("aviso-envio");
     if (!incoming || !existing) return;
     var was = existing.dataset.pausado === "sim" ? existing.dataset.motivo : "";
+    var paused = incoming.dataset.pausado === "sim";
     existing.replaceWith(incoming);
-    // Spoken when sending becomes paused, or when the reason changes (the team paused it).
-    if (incoming.dataset.pausado === "sim" && incoming.dataset.motivo !== was) {
+    // The rows' words follow in the same task (app.css reads data-envio): never a paused
+    // notice above a row that says it is sending, nor the other way round.
+    if (paused) document.body.dataset.envio = "pausado";
+    else delete document.body.dataset.envio;
+    // Spoken when sending becomes paused, when the reason changes (the team paused it), and
+    // once when it comes back.
+    if (paused && incoming.dataset.motivo !== was) {
       say("status", incoming.textContent.trim());
+    } else if (!paused && was) {
+      say("status", incoming.dataset.voltou);
     }
   }
 

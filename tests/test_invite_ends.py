@@ -276,6 +276,7 @@ async def test_the_summary_line_and_the_filter_by_state(
     assert summary == {
         "total": 3,
         "aceitos": 1,
+        "enviando": 0,
         "aguardando_resposta": 1,
         "precisam_de_atencao": 1,
         "encerrados": 0,

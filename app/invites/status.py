@@ -57,6 +57,8 @@ class FailureClass(StrEnum):
 #: An invite in one of these states makes a second one to the same address a duplicate (409).
 ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
 
-#: The summary line above "Meus convites": waiting for an answer, and needing the sender.
-AWAITING_ANSWER = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO)
+#: The summary line above "Meus convites": on their way out (badge "Enviando", or "Pausado"
+#: for a ``pendente`` one while sending is paused), waiting for an answer, and needing the sender.
+ON_THE_WAY_OUT = (Status.PENDENTE, Status.ENVIANDO)
+AWAITING_ANSWER = (Status.ENVIADO,)
 NEEDS_ATTENTION = (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO)

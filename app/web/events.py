@@ -104,11 +104,11 @@ class Stream:
         """Each invite changed since the cursor, once, as it is now (``LiveFeed``)."""
         return await self.feed.changes(self.sender, self.cursor)
 
-    async def notice(self) -> ServerSentEvent | None:
+    async def notice(self, *, fresh: bool = False) -> ServerSentEvent | None:
         """The paused notice, when it changed since this stream last sent it (the first read
         fresh, like the page it follows)."""
         first = self.paused == ""
-        paused = await (self.paused_check.now() if first else self.paused_check())
+        paused = await (self.paused_check.now() if first or fresh else self.paused_check())
         if paused == self.paused:
             return None
         self.paused = paused
@@ -148,6 +148,13 @@ class Stream:
         rang = True
         while not self.ending:
             if rang:
+                if self.paused is not None:
+                    # Unless sending is known to run, the rows may be a worker's that just came
+                    # back: the notice is read now and goes first, so no row says "enviado"
+                    # under "o envio está pausado".
+                    resumed = await self.notice(fresh=True)
+                    if resumed is not None:
+                        yield resumed
                 rows = await self.changes()
                 self.saw(rows)
                 for row in rows:

@@ -148,6 +148,24 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
     return StatusText(label, f"Recebemos, enviando… (convite para {who})")
 
 
+#: The badge of a ``pendente`` row while sending is paused (by the team, or no worker alive).
+PAUSED_LABEL = "Pausado"
+
+
+def describe_paused(invite: Invite) -> StatusText | None:
+    """What a ``pendente`` row says while sending is paused: it waits, nothing is sending it.
+
+    The row carries this next to ``describe``'s words and the page shows the one that fits the
+    notice above it (``body[data-envio]``), so the notice and every row change together."""
+    if invite.status != Status.PENDENTE:
+        return None
+    return StatusText(
+        PAUSED_LABEL,
+        f"Recebemos o convite para {invite.email}. O envio está pausado; "
+        "ele sai assim que o envio voltar.",
+    )
+
+
 def describe_signin(invite: Invite) -> StatusText:
     """The truth about a sign-in mail in pt-BR: the same honesty as an invite's."""
     label = LABELS[invite.status]
@@ -165,6 +183,7 @@ TEAM_PAUSED_NOTICE = (
     "O envio foi pausado pela equipe. Seu convite está guardado e será enviado quando o envio "
     "for retomado."
 )
+RESUMED_NOTICE = "O envio voltou."
 RECONNECTING = "Reconectando…"
 CONNECTION_LOST = "Não conseguimos falar com o servidor. Confira sua conexão e tente de novo."
 

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.invites import queries
-from app.invites.status import AWAITING_ANSWER, NEEDS_ATTENTION, Status
+from app.invites.status import AWAITING_ANSWER, NEEDS_ATTENTION, ON_THE_WAY_OUT, Status
 from app.web.common import db_of, render, sender_id, wants_json
 from app.web.identity import signed_in
 
@@ -26,6 +26,7 @@ class Filter:
 FILTERS = (
     Filter("todos", "Todos", None),
     Filter("aceitos", "Aceitos", (Status.ACEITO,)),
+    Filter("enviando", "Enviando", ON_THE_WAY_OUT),
     Filter("aguardando", "Aguardando resposta", AWAITING_ANSWER),
     Filter("atencao", "Precisam de atenção", NEEDS_ATTENTION),
     Filter("encerrados", "Recusados, expirados ou cancelados",
@@ -43,6 +44,8 @@ def chosen_filter(request: Request) -> Filter:
 class Summary:
     total: int
     accepted: int
+    sending: int  # pendente and enviando: each row's badge says "Enviando"…
+    pending: int  # …but a pendente one says "Pausado" while sending is paused
     awaiting: int
     attention: int
     closed: int
@@ -53,6 +56,8 @@ async def summary_of(request: Request) -> Summary:
     return Summary(
         total=sum(counts.values()),
         accepted=counts[Status.ACEITO],
+        sending=sum(counts[status] for status in ON_THE_WAY_OUT),
+        pending=counts[Status.PENDENTE],
         awaiting=sum(counts[status] for status in AWAITING_ANSWER),
         attention=sum(counts[status] for status in NEEDS_ATTENTION),
         closed=sum(counts[s] for s in (Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)),
@@ -68,6 +73,7 @@ async def show(request: Request) -> Response:
             {
                 "total": summary.total,
                 "aceitos": summary.accepted,
+                "enviando": summary.sending,
                 "aguardando_resposta": summary.awaiting,
                 "precisam_de_atencao": summary.attention,
                 "encerrados": summary.closed,
