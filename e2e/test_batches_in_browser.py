@@ -94,3 +94,20 @@ def test_a_50_row_batch_is_heard_as_a_few_ordered_summaries_and_axe_finds_nothin
     page.wait_for_timeout(1500)  # time for a (wrong) replay to arrive
     assert spoken(page) == []  # a reload repeats nothing, not even a focus move
     assert page.evaluate("window.__violacoes") == []
+
+
+def test_corrigir_a_lista_brings_back_the_list_and_the_mensagem(page: Page, stack: Stack) -> None:
+    pasted = "Ana Souza <ana@exemplo.com>\nnao-e-email\nbia@exemplo.com"
+    message = "Treino de sábado às 7h, no parque."
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill(pasted)
+    page.get_by_label("Mensagem").fill(message)
+    page.get_by_role("button", name="Revisar").click()
+    expect(page.get_by_role("heading", name="Revise os convites")).to_be_visible()
+
+    page.get_by_role("button", name="Corrigir a lista").click()
+
+    expect(page.get_by_role("heading", name="Convidar várias pessoas")).to_be_visible()
+    expect(page.get_by_label("Endereços", exact=True)).to_have_value(pasted)
+    expect(page.get_by_label("Mensagem")).to_have_value(message)
+    assert Axe().run(page).violations_count == 0

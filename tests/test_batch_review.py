@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from io import BytesIO
@@ -166,3 +167,22 @@ async def test_an_empty_form_and_too_many_rows_are_refused_with_the_reason(
 
     assert empty.status_code == 422 and "Cole os endereços" in empty.text
     assert many.status_code == 422 and "A lista passa de 5 endereços (linha 6)" in many.text
+
+
+async def test_corrigir_a_lista_after_a_file_brings_its_rows_back_as_lines(
+    client: httpx.AsyncClient,
+) -> None:
+    csv = b"email,nome\nana@exemplo.com,Ana Souza\nbia@exemplo.com,\n"
+    page = await review_file(client, "lista.csv", csv)
+    assert page.status_code == 200
+    [kept] = re.findall(r'name="enderecos" value="([^"]*)"', page.text)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token is not None
+
+    again = await client.post(
+        "/lotes/novo",
+        data={"csrf_token": token.group(1), "enderecos": html.unescape(kept), "mensagem": ""},
+    )
+
+    assert again.status_code == 200
+    assert "Ana Souza &lt;ana@exemplo.com&gt;\nbia@exemplo.com</textarea>" in again.text

@@ -50,6 +50,20 @@ async def new(request: Request) -> Response:
     return render(request, "lotes_novo.html", _form_context(request))
 
 
+@signed_in
+async def reopen(request: Request) -> Response:
+    """POST /lotes/novo: **Corrigir a lista** from the review, the form again with the list and
+    the Mensagem as they were sent (nothing typed is lost)."""
+    async with request.form() as form:
+        text, message = form.get("enderecos"), form.get("mensagem")
+    typed = _form_context(
+        request,
+        text=text if isinstance(text, str) else "",
+        message=message if isinstance(message, str) else "",
+    )
+    return render(request, "lotes_novo.html", typed)
+
+
 def _form_context(
     request: Request, error: str | None = None, text: str = "", message: str = ""
 ) -> dict[str, Any]:
@@ -83,6 +97,15 @@ class Given:
         self.rows, self.text = rows, text
         self.raw_message = message if isinstance(message, str) else ""
         self.message, self.message_error = check_message(message)
+
+    def as_typed(self) -> str:
+        """The list to correct: the pasted text as it was, or a file's rows as lines one could
+        have pasted (a file input cannot be filled again)."""
+        if self.text.strip():
+            return self.text
+        return "\n".join(
+            f"{row.name} <{row.email}>" if row.name else row.email for row in self.rows
+        )
 
 
 class Sent:
@@ -206,9 +229,9 @@ def _review_json(found: Review) -> dict[str, Any]:
 async def _review_page(
     request: Request,
     found: Review,
+    given: Given,
     status_code: int = 200,
     notice: str | None = None,
-    message: str | None = None,
 ) -> Response:
     if wants_json(request):
         body = _review_json(found)
@@ -221,7 +244,9 @@ async def _review_page(
         "kept": kept,
         "room": await _room_today(request),
         "notice": notice,
-        "message": message,
+        "message": given.message,
+        "typed": given.as_typed(),
+        "typed_message": given.raw_message,
     }
     return render(request, "lotes_revisar.html", context, status_code=status_code)
 
@@ -232,7 +257,7 @@ async def check(request: Request) -> Response:
     outcome = await _reviewed(request)
     if isinstance(outcome, Response):
         return outcome
-    return await _review_page(request, outcome[0], message=outcome[1].message)
+    return await _review_page(request, *outcome)
 
 
 _REFUSALS = {
@@ -273,7 +298,7 @@ async def send(request: Request) -> Response:
     found, given = outcome
     if found.problems:
         status_code = 409 if found.ok_rows else 422
-        return await _review_page(request, found, status_code, CHANGED, given.message)
+        return await _review_page(request, found, given, status_code, CHANGED)
     refused = await _over_limits(request, found)
     if refused is not None:
         return refused
@@ -294,7 +319,7 @@ async def send(request: Request) -> Response:
     written = await store.write_batch(db_of(request), store.NewBatch(account.public_id, requests))
     if isinstance(written, store.Conflict):
         again = await _rereview(request, found)
-        return await _review_page(request, again, 409, CHANGED, given.message)
+        return await _review_page(request, again, given, 409, CHANGED)
     log.info("batch accepted", extra={"batch": written.batch.public_id, "size": len(requests)})
     await request.state.publisher.publish_or_leave(written.changes)
     # One wake-up rings the sender's pages; each re-reads every new event from the database.

@@ -67,6 +67,7 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/descadastro/{public_id}/{signature}/voltar", optout.take_back, methods=["POST"]),
         # Batches.
         Route("/lotes/novo", batches.new, methods=["GET"]),
+        Route("/lotes/novo", batches.reopen, methods=["POST"]),
         Route("/lotes/revisar", batches.check, methods=["POST"]),
         Route("/lotes", batches.send, methods=["POST"]),
         Route("/lotes/{public_id}", batches.show, methods=["GET"]),
