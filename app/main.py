@@ -27,7 +27,7 @@ from app.batches.isolation import READERS_PER_PROCESS
 from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
-from app.invites.status import CANCELLABLE, RESENDABLE
+from app.invites.status import CANCELLABLE, LABELS, PAUSED_LABEL, RESENDABLE
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.wakeups import Announcer
@@ -110,6 +110,8 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         PAUSED_NOTICE=PAUSED_NOTICE,
         TEAM_PAUSED_NOTICE=TEAM_PAUSED_NOTICE,
         RESUMED_NOTICE=RESUMED_NOTICE,
+        STATUS_LABELS=LABELS,
+        PAUSED_LABEL=PAUSED_LABEL,
         RECONNECTING=RECONNECTING,
         CONNECTION_LOST=CONNECTION_LOST,
         bounce_line=history_line,

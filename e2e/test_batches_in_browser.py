@@ -14,6 +14,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
 from e2e.spoken import polite, spoken, wait_for_spoken
+from tests.answering import answer_link
 from tests.services import ScriptedSmtp
 
 pytestmark = pytest.mark.e2e
@@ -111,3 +112,42 @@ def test_corrigir_a_lista_brings_back_the_list_and_the_mensagem(page: Page, stac
     expect(page.get_by_label("Endereços", exact=True)).to_have_value(pasted)
     expect(page.get_by_label("Mensagem")).to_have_value(message)
     assert Axe().run(page).violations_count == 0
+
+
+def test_an_answer_after_the_batch_ended_is_heard_without_the_summary_again_and_meus_lotes_finds_it(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    page = new_context().new_page()
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill("lote1@exemplo.com\nlote2@exemplo.com")
+    page.get_by_role("button", name="Revisar").click()
+    page.get_by_role("button", name="Enviar 2 convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
+    batch_url = page.url.split("?")[0]
+
+    invitee = new_context(signed_in=False).new_page()
+    invitee.goto(answer_link(smtp_server, "lote2@exemplo.com"))
+    invitee.get_by_role("button", name="Recusar").click()
+
+    wait_for_spoken(page, polite("lote2@exemplo.com recusou o convite."))
+    # The batch's summary arrived with the new counts; its sentence ("2 enviados.") is old news.
+    expect(page.locator("#lote-resumo .contador.estado-recusado")).to_be_visible()
+    page.wait_for_timeout(1000)  # a repeated summary would be said here (400 ms after)
+    assert spoken(page) == [
+        polite("Recebemos 2 convites, enviando…"),
+        polite("2 enviados."),
+        polite("lote2@exemplo.com recusou o convite."),
+    ]
+    counters = page.locator("#lote-resumo .contador:visible")
+    expect(counters).to_have_text(["Enviado1", "Recusado1"])
+
+    # Found again: "/" links to "Meus lotes", which links to the batch. Nothing is said there.
+    page.goto("/")
+    page.get_by_role("link", name="Meus lotes").click()
+    expect(page.get_by_role("heading", name="Meus lotes", level=1)).to_be_visible()
+    assert page.locator("html").get_attribute("lang") == "pt-BR"
+    assert Axe().run(page).violations_count == 0
+    page.get_by_role("link", name=re.compile(r"^Lote de 2 convites")).click()
+    expect(page).to_have_url(batch_url)
+    assert spoken(page) == []

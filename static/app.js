@@ -340,8 +340,13 @@
     var now = Date.now();
     var spoken = [];
     if (summary.dataset.final === "sim") {
-      if (mark.fim !== key) spoken.push(["status", summary.dataset.progresso]);
+      // The end is said once: an answer after it changes the counts, not the sentence, and
+      // its own "… recusou o convite." is what is heard. A bounce changes the sentence: news.
+      if (mark.fim !== key && mark.fimTexto !== summary.dataset.progresso) {
+        spoken.push(["status", summary.dataset.progresso]);
+      }
       mark.fim = key;
+      mark.fimTexto = summary.dataset.progresso;
       mark.falhas = failures;
     } else {
       if (mark.chave !== key && now - (mark.at || 0) >= gap - 250) {
@@ -380,7 +385,10 @@
     var mark = batchMark(batch);
     var received = byId("lote-recebido");
     var first = received && received.dataset.falar && !mark.recebido;
-    if (summary.dataset.final === "sim") mark.fim = summary.dataset.chave;
+    if (summary.dataset.final === "sim") {
+      mark.fim = summary.dataset.chave;
+      mark.fimTexto = summary.dataset.progresso;
+    }
     mark.falhas = Math.max(mark.falhas || 0, Number(summary.dataset.falhasN || 0));
     if (first) {
       mark.recebido = true;

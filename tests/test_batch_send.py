@@ -11,7 +11,6 @@ import httpx
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import batches, invites
 from tests.batch_helpers import addresses, form_token, kept_rows, review_text, send_reviewed
@@ -50,12 +49,22 @@ async def test_the_no_js_path_review_send_and_follow_the_batch_to_the_end(
     assert page.status_code == 200
     assert "Lote de 3 convites" in page.text and "0 de 3 enviados" in page.text
     assert 'data-falar="Recebemos 3 convites, enviando…"' in page.text
-    for status in Status:  # a counter for every status there is
-        assert f'<div class="contador estado-{status.value}"><dt>{status.value}</dt>' in page.text
+    # Only the states that occur, in the rows' words: three on their way.
+    assert re.findall(r'<div class="contador[^"]*"><dt>([^<]+)</dt><dd>(\d+)</dd>', page.text) == [
+        ("Enviando", "3"),
+        ("Pausado", "3"),
+    ]  # the second shows only while sending is paused (body[data-envio], app.css)
 
     await drain(settings)
     done = await client.get(location.split("?")[0])
     assert "Lote terminado" in done.text and "3 enviados." in done.text
+    counters = r'<div class="contador[^"]*"><dt>([^<]+)</dt><dd>(\d+)</dd>'
+    assert re.findall(counters, done.text) == [("Enviado", "3")]
+    # Found again from the home page: "Meus lotes", newest first, with the same counters.
+    assert '<a href="/lotes">Meus lotes</a>' in home.text
+    listing = await client.get("/lotes")
+    assert "Lote de 3 convites" in listing.text and 'href="/lotes/' in listing.text
+    assert re.findall(counters, listing.text) == [("Enviado", "3")]
     assert 'data-falar="' not in done.text  # only the first visit says "Recebemos"
     assert len(smtp.received) == 3
 
@@ -244,3 +253,20 @@ async def test_a_batch_mensagem_over_500_characters_is_refused_and_nothing_is_wr
     assert response.status_code == 422
     assert "no máximo 500 caracteres" in response.text
     assert await written(db) == (0, 0, 0)
+
+
+async def test_meus_lotes_lists_only_the_senders_batches_newest_first(
+    client: httpx.AsyncClient, other_client: object
+) -> None:
+    first = (await send_text(client, addresses(2, "um"))).headers["location"].split("?")[0]
+    second = (await send_text(client, addresses(1, "dois"))).headers["location"].split("?")[0]
+    async with other_client() as other:  # type: ignore[operator]
+        theirs = (await send_text(other, addresses(1, "deles"))).headers["location"]
+
+        listed = (await client.get("/lotes", headers=JSON)).json()["lotes"]
+        their_page = (await other.get("/lotes")).text
+
+    assert [batch["url"] for batch in listed] == [second, first]
+    assert sum(listed[1]["contagem"].values()) == listed[1]["tamanho"] == 2
+    assert theirs.split("?")[0] not in [batch["url"] for batch in listed]
+    assert first not in their_page and second not in their_page

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app import clock
-from app.invites.status import Status
+from app.invites.status import LABELS, Status
 
 #: Still to be decided: while any invite is here, the batch is not finished.
 IN_FLIGHT = frozenset({Status.PENDENTE, Status.ENVIANDO})
@@ -29,6 +29,17 @@ def received_text(size: int) -> str:
 
 
 @dataclass(frozen=True)
+class Counter:
+    """One counter the page shows: a label of the rows' badges and how many; ``held``: of
+    them, ``pendente`` ones, which read "Pausado" while sending is paused."""
+
+    status: Status
+    label: str
+    count: int
+    held: int = 0
+
+
+@dataclass(frozen=True)
 class Summary:
     """A batch's state as the page shows and says it."""
 
@@ -42,6 +53,24 @@ class Summary:
     def key(self) -> str:
         """The same for the same counts, whoever computes it (tabs, reloads)."""
         return ("fim:" if self.finished else "") + "-".join(str(n) for _, n in self.counts)
+
+    @property
+    def counters(self) -> list[Counter]:
+        """The states that occur, in the rows' words (pendente and enviando are both
+        "Enviando", so one counter)."""
+        found = dict(self.counts)
+        shown = []
+        for status, count in self.counts:
+            if status == Status.PENDENTE:
+                continue
+            if status == Status.ENVIANDO:
+                held = found.get(Status.PENDENTE, 0)
+                count += held
+            else:
+                held = 0
+            if count:
+                shown.append(Counter(status, LABELS[status], count, held))
+        return shown
 
     @property
     def spoken(self) -> str:

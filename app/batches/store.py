@@ -153,3 +153,39 @@ async def status_counts(db: Database, batch_id: int) -> dict[Status, int]:
             )
         ).all()
     return {Status(status): int(count) for status, count in rows}
+
+
+#: "Meus lotes" shows this many, newest first.
+LISTED_BATCHES = 50
+
+
+async def sender_batches(
+    db: Database, sender_id: str, limit: int = LISTED_BATCHES
+) -> list[tuple[Batch, dict[Status, int]]]:
+    """The sender's newest batches, each with how many of its invites are in each status (two
+    reads, however many batches)."""
+    async with db.read() as conn:
+        found = [
+            record_from(Batch, row)
+            for row in (
+                await conn.execute(
+                    select(batches)
+                    .where(batches.c.sender_id == sender_id)
+                    .order_by(batches.c.id.desc())
+                    .limit(limit)
+                )
+            ).all()
+        ]
+        if not found:
+            return []
+        rows = (
+            await conn.execute(
+                select(invites.c.batch_id, invites.c.status, func.count())
+                .where(invites.c.batch_id.in_([batch.id for batch in found]))
+                .group_by(invites.c.batch_id, invites.c.status)
+            )
+        ).all()
+    counts: dict[int, dict[Status, int]] = {batch.id: {} for batch in found}
+    for batch_id, status, count in rows:
+        counts[int(batch_id)][Status(status)] = int(count)
+    return [(batch, counts[batch.id]) for batch in found]

@@ -16,6 +16,22 @@ class Status(StrEnum):
     CANCELADO = "cancelado"  # the sender called it off before an answer; never sent if pendente
 
 
+#: Each row's badge (and a batch's counters): a ``pendente`` one reads "Enviando" (received,
+#: on its way) unless sending is paused, when it reads ``PAUSED_LABEL``.
+LABELS = {
+    Status.PENDENTE: "Enviando",
+    Status.ENVIANDO: "Enviando",
+    Status.ENVIADO: "Enviado",
+    Status.FALHOU: "Falhou",
+    Status.INCERTO: "Incerto",
+    Status.DEVOLVIDO: "Devolvido",
+    Status.ACEITO: "Aceito",
+    Status.RECUSADO: "Recusado",
+    Status.EXPIRADO: "Expirado",
+    Status.CANCELADO: "Cancelado",
+}
+PAUSED_LABEL = "Pausado"
+
 #: States the person may ask to send again (each send carries a new link; the old one is 410).
 RESENDABLE = (Status.FALHOU, Status.INCERTO, Status.EXPIRADO, Status.RECUSADO, Status.CANCELADO)
 

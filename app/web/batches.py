@@ -337,6 +337,31 @@ async def _rereview(request: Request, found: Review) -> Review:
     return await review(db_of(request), sender_id(request), rows)
 
 
+@signed_in
+async def listing(request: Request) -> Response:
+    """GET /lotes: "Meus lotes", the sender's batches, newest first, each with its counters."""
+    found = await store.sender_batches(db_of(request), sender_id(request))
+    listed = [(batch, progress.summarize(batch.size, counts)) for batch, counts in found]
+    if wants_json(request):
+        return JSONResponse(
+            {
+                "lotes": [
+                    {
+                        "id": batch.public_id,
+                        "tamanho": batch.size,
+                        "criado_em": batch.created_at.isoformat(),
+                        "contagem": {s.value: n for s, n in summary.counts if n},
+                        "terminado": summary.finished,
+                        "url": f"/lotes/{batch.public_id}",
+                    }
+                    for batch, summary in listed
+                ]
+            }
+        )
+    paused = await request.state.paused.now()  # a pendente counter reads "Pausado" then
+    return render(request, "lotes.html", {"listed": listed, "paused": paused})
+
+
 def _status_filter(request: Request) -> Status | None:
     raw = request.query_params.get("estado", "")
     return Status(raw) if raw in {s.value for s in Status} else None

@@ -9,22 +9,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from app.invites.records import Event, Invite
-from app.invites.status import Status
+from app.invites.status import LABELS, PAUSED_LABEL, Status
 
 DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
-
-LABELS = {
-    Status.PENDENTE: "Enviando",
-    Status.ENVIANDO: "Enviando",
-    Status.ENVIADO: "Enviado",
-    Status.FALHOU: "Falhou",
-    Status.INCERTO: "Incerto",
-    Status.DEVOLVIDO: "Devolvido",
-    Status.ACEITO: "Aceito",
-    Status.RECUSADO: "Recusado",
-    Status.EXPIRADO: "Expirado",
-    Status.CANCELADO: "Cancelado",
-}
 
 
 def local_time(moment: datetime | None) -> str:
@@ -146,10 +133,6 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
             f"{invite.error} Próxima tentativa às {local_time(invite.next_attempt_at)}.",
         )
     return StatusText(label, f"Recebemos, enviando… (convite para {who})")
-
-
-#: The badge of a ``pendente`` row while sending is paused (by the team, or no worker alive).
-PAUSED_LABEL = "Pausado"
 
 
 def describe_paused(invite: Invite) -> StatusText | None:

@@ -66,6 +66,7 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/descadastro/{public_id}/{signature}", optout.confirm, methods=["POST"]),
         Route("/descadastro/{public_id}/{signature}/voltar", optout.take_back, methods=["POST"]),
         # Batches.
+        Route("/lotes", batches.listing, methods=["GET"]),
         Route("/lotes/novo", batches.new, methods=["GET"]),
         Route("/lotes/novo", batches.reopen, methods=["POST"]),
         Route("/lotes/revisar", batches.check, methods=["POST"]),
