@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import email.utils
+import re
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,10 @@ async def _forever() -> None:
     await asyncio.Event().wait()
 
 
+#: An invitation carries its answer link; a sign-in mail carries /entrar/… instead.
+_ANSWER_LINK = re.compile(r"/c/[A-Za-z0-9_-]{16,}")
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     name: str
@@ -95,6 +102,19 @@ class StoredMessage:
     correlation_id: str
     text: str
     return_path: str = ""
+    sent_at: datetime | None = None  # the Date header, read; None if it cannot be
+
+    @property
+    def is_invitation(self) -> bool:
+        """Only an invitation can become ``devolvido``: a sign-in mail's bounce changes no row."""
+        return bool(_ANSWER_LINK.search(self.text))
+
+
+def _date(value: str) -> datetime | None:
+    try:
+        return email.utils.parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
 
 
 def read_message(path: Path) -> StoredMessage:
@@ -110,6 +130,7 @@ def read_message(path: Path) -> StoredMessage:
         correlation_id=str(parsed.get("X-Correlation-ID", "")),
         text=body.get_content() if isinstance(body, EmailMessage) else "",
         return_path=str(parsed.get("Return-Path", "")),
+        sent_at=_date(str(parsed.get("Date", ""))),
     )
 
 
