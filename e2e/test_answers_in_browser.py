@@ -45,6 +45,7 @@ WITH_MESSAGE = [
     "button, Enviar convite",
     "textbox, E-mail, required",
 ]
+NAME_FIELD = "textbox, Nome (opcional)"
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 
 
@@ -93,14 +94,15 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
     # Who invites, the message, then the two buttons: the order a screen reader reads them.
     reading = read_through(phone, "main")
     assert [p for p in reading if p.startswith(("heading", "button")) or "Sábado" in p] == [
-        "heading, Marta Souza convidou você para o Convites, level 1",
+        "heading, Marta Souza convidou você, level 1",
         "Vem para o churrasco! <b>Sábado</b> às 13h.",
         "button, Aceitar convite",
         "button, Recusar",
     ]
     assert reading.index("Mensagem de Marta Souza:") < reading.index("button, Aceitar convite")
     main = phone.locator("main")
-    expect(main.get_by_role("heading", level=1)).to_contain_text("convidou você para o Convites")
+    expect(main.get_by_role("heading", level=1)).to_have_text("Marta Souza convidou você")
+    assert "para o Convites" not in main.inner_text()  # who invites; the Mensagem says what for
     text = main.inner_text()
     assert "<b>Sábado</b> às 13h." in text  # the markup is text, not bold
     assert text.index("convidou você") < text.index("Vem para o churrasco!")
@@ -137,11 +139,12 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
     assert_page_was_honest(page)
 
 
-def test_a_decline_is_heard_once_and_is_final(
+def test_a_decline_is_heard_once_by_name_and_is_final(
     page: Page, new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
 ) -> None:
     open_home(page)
-    email = "bruno.recusa@exemplo.com.br"
+    email, name = "bruno.recusa@exemplo.com.br", "Bruno Pereira"
+    page.get_by_label("Nome").fill(name)
     invite(page, email)
     link = answer_link(smtp_server, email)
     other = new_context(signed_in=False).new_page()
@@ -153,13 +156,15 @@ def test_a_decline_is_heard_once_and_is_final(
     expect(other.locator("main")).to_contain_text("Peça a Marta Souza que envie o convite de novo")
     expect(other.get_by_role("button")).to_have_count(0)  # no way to turn the no into a yes
     assert_no_axe_violations(other, "the declined page")
-    wait_for_heard(page, polite(DECLINED.format(email)))
+    # The sender gave a name: the person is named, not their address.
+    wait_for_heard(page, polite(DECLINED.format(name)))
     expect(row(page, email)).to_have_attribute("data-status", "recusado")
     assert spoken(page) == [
+        NAME_FIELD,
         *SUBMITTED,
         polite(RECEIVED.format(email)),
         polite(SENT.format(email)),
-        polite(DECLINED.format(email)),
+        polite(DECLINED.format(name)),
     ]
 
 

@@ -27,9 +27,10 @@ from tests.services import AppProcess, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
+#: The sentence says what happened; the code and the reporting host are in the history.
 BOUNCE_WHY = (
-    "O servidor do destinatário informou que a caixa não existe (5.1.1). Informado por "
-    "mail.exemplo.com. Este endereço não recebe mais convites. Corrija o endereço e reenvie."
+    "O servidor do destinatário informou que a caixa não existe. "
+    "Este endereço não recebe mais convites. Corrija o endereço e reenvie."
 )
 BOUNCED = "O convite para {} voltou: não foi entregue. " + BOUNCE_WHY
 
@@ -83,6 +84,9 @@ def test_a_bounce_turns_the_row_devolvido_live_said_once_then_corrigir_e_reenvia
         polite(SENT.format(right)),
     ]
     assert_page_was_honest(page)
+    # The code and the host that reported it are kept where the details live: the history.
+    page.goto(f"/convites/{public_id}")
+    expect(page.locator("main")).to_contain_text("(5.1.1). Informado por mail.exemplo.com.")
 
 
 def test_without_javascript_the_bounce_shows_on_reload_and_the_correction_posts(

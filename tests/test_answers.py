@@ -93,7 +93,7 @@ async def test_accepting_records_aceito_and_the_link_says_whose_invitation(
     assert "Você aceitou o convite de Marta Souza" in page.text
     assert "peça um link de acesso" in page.text and 'href="/entrar"' in page.text
     sender_view = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
-    assert sender_view["mensagem"] == "ana@exemplo.com.br aceitou o convite."
+    assert sender_view["mensagem"] == "Ana Lima aceitou o convite."  # named, not the address
 
 
 async def test_opening_the_link_again_after_answering_says_so_with_200_and_no_second_event(

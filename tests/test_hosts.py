@@ -55,5 +55,8 @@ async def test_caixa_exists_only_in_development(settings: Settings, tmp_path: Pa
     with_mailbox = replace(settings, mailbox_dir=tmp_path)
     async with client_for(with_mailbox) as browser:
         assert (await browser.get("/caixa")).status_code == 404
+        assert 'href="/caixa"' not in (await browser.get("/entrar")).text
     async with client_for(replace(with_mailbox, app_env="development")) as browser:
         assert (await browser.get("/caixa")).status_code == 200
+        # The sign-in page says where the link arrives when no mail leaves the machine.
+        assert 'href="/caixa"' in (await browser.get("/entrar")).text

@@ -6,6 +6,8 @@ mailer's reasons, so the page, the history, ``/operacao`` and the CLI all say th
 
 from __future__ import annotations
 
+import re
+
 _SAID = "O servidor do destinatário informou que"
 
 #: Enhanced status codes (RFC 3463) people meet, most specific first.
@@ -68,6 +70,17 @@ def bounce_reason(
     if reporting_host:
         text += f" Informado por {reporting_host}."
     return text
+
+
+#: What ``bounce_reason`` adds to the sentence: the code, and who reported it.
+_CODE = re.compile(r" \([245]\.\d{1,3}\.\d{1,3}\)(?=\.)")
+_REPORTED_BY = re.compile(r" Informado por \S+\.")
+
+
+def in_plain_words(reason: str) -> str:
+    """A ``bounce_reason`` (and what follows it) without its code and reporting host, for the
+    row's sentence (the history and ``/operacao`` keep them); any other text as it is."""
+    return _REPORTED_BY.sub("", _CODE.sub("", reason))
 
 
 #: History lines for bounces that change no status (``app.bounces.store.Outcome``).

@@ -124,9 +124,10 @@ NO_LINKS_IN_MESSAGE = "Endereços na mensagem aparecem sem link: quem os escreve
 
 def _who_invites(invite: Invite) -> str:
     if invite.sender_email is None:  # written before senders were accounts
-        return "Você foi convidado para o Convites."
+        return "Você recebeu um convite."
     name = invite.sender_name or invite.sender_email
-    return f"{name} ({invite.sender_email}) convidou você para o Convites."
+    # Who invites, plainly: what for is the sender's Mensagem, not the tool's name.
+    return f"{name} ({invite.sender_email}) convidou você."
 
 
 #: The way out, in every invitation's text and HTML parts (and on its ``/c/{token}`` page).

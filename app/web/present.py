@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from app.bounces.reasons import in_plain_words
 from app.invites.records import Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
 
@@ -49,6 +50,11 @@ def _reason(invite: Invite) -> str:
     return invite.error or "Motivo desconhecido."
 
 
+def _person(invite: Invite) -> str:
+    """Who answered: their name when the sender gave one, else the address."""
+    return invite.name or invite.email
+
+
 #: What a row says in each state that needs no more than the row: (message, detail).
 _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.ENVIADO: lambda i: (
@@ -65,17 +71,18 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     ),
     Status.DEVOLVIDO: lambda i: (
         f"O convite para {i.email} voltou: não foi entregue.",
-        f"{_reason(i)} Corrija o endereço e reenvie.",
+        # The code and the reporting host stay in the history (and on /operacao).
+        f"{in_plain_words(_reason(i))} Corrija o endereço e reenvie.",
     ),
     Status.ACEITO: lambda i: (
-        f"{i.email} aceitou o convite.",
+        f"{_person(i)} aceitou o convite.",
         f"Aceito às {local_time(i.updated_at)}.",
     ),
     Status.RECUSADO: lambda i: (
         (f"{i.email} não recebe mais convites.", f"{i.error} Em {local_time(i.updated_at)}.")
         if i.error  # the invitee opted out or complained (app.consent.suppression)
         else (
-            f"{i.email} recusou o convite.",
+            f"{_person(i)} recusou o convite.",
             f"Recusado às {local_time(i.updated_at)}. "
             "A resposta é definitiva; se a pessoa mudar de ideia, reenvie o convite.",
         )
