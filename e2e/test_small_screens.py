@@ -1,5 +1,6 @@
-"""A 320 px phone: the review of a batch and the dev mailbox fit the screen, with no sideways
-scrolling (their tables reflow as one block per row), and axe finds nothing."""
+"""A 320 px phone (and a 390 px one): every page fits the screen with no sideways scrolling,
+even with a long address; the review of a batch and the dev mailbox reflow their tables as one
+block per row, and axe finds nothing on them."""
 
 from __future__ import annotations
 
@@ -106,3 +107,22 @@ def test_the_dev_mailbox_fits_a_phone_and_links_each_subject(
     )
     assert Axe().run(page).violations_count == 0
     assert spoken(page) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_senders_page_fits_a_phone(
+    new_context: Callable[..., BrowserContext], stack: Stack, width: int
+) -> None:
+    page = phone(new_context, width)
+    page.goto("/")
+    page.get_by_label("E-mail").fill(f"{LONG}@exemplo-de-dominio-comprido.com.br")
+    page.get_by_role("button", name="Enviar convite").click()
+    invite = page.locator("li.convite a[data-foco='link']").first
+    expect(invite).to_be_visible()
+    detail = invite.get_attribute("href")
+    for path in ("/", "/lotes", "/lotes/novo", "/conta", detail):
+        page.goto(str(path))
+        assert document_width(page) <= width, path
+    signed_out = phone(new_context, width, signed_in=False)
+    signed_out.goto("/entrar")
+    assert document_width(signed_out) <= width

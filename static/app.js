@@ -259,6 +259,13 @@
   }
 
   function recheck(key) {
+    // While sending is paused the row's words do not age ("Pausado" is the truth however long
+    // it waits), and a row fetched here must not overtake the stream, which says "O envio
+    // voltou" before the rows a returning worker sent.
+    if (sendingPaused()) {
+      slowTimers.set(key, setTimeout(function () { recheck(key); }, 2000));
+      return;
+    }
     fetch("/convites/" + encodeURIComponent(key), {
       headers: { "HX-Request": "true", "Accept": "text/html" },
       credentials: "same-origin",

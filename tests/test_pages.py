@@ -8,9 +8,13 @@ import re
 from pathlib import Path
 
 import httpx
+from redis.asyncio import Redis
 
+from app.config import Settings
 from app.invites import queries, transitions
+from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
+from tests.fixtures import MovableClock
 from tests.helpers import csrf_token, invite_row, post_invite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,3 +118,24 @@ async def test_an_uncertain_row_asks_for_confirmation_before_resending(
     assert "<summary" in details.group(0) and "Sim, reenviar para duda@exemplo.com" in row
     assert 'data-anuncio-em="alert"' in row
     assert "Não conseguimos confirmar o envio" in row
+
+
+async def test_a_pendente_row_reads_pausado_without_a_worker_and_still_sending_once_slow(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis, clock: MovableClock
+) -> None:
+    public_id = (await post_invite(client, "ana@exemplo.com"))["id"]
+
+    paused = (await client.get("/")).text
+    # No worker heartbeat: the page opens paused, and the row and summary say so (app.css
+    # shows the "quando-pausado" words under body[data-envio]).
+    assert '<body data-envio="pausado"' in paused
+    assert re.search(r'quando-pausado">\s*<span class="selo">Pausado</span>', paused)
+    assert re.search(r'<li class="quando-pausado">1 pausado</li>', paused)
+
+    clock.advance(settings.slow_after_seconds + 1)
+    await beat(redis, WORKERS, "trabalhador-1")  # a worker is alive, but this row still waits
+    running = (await client.get("/")).text
+    row = (await client.get(f"/convites/{public_id}", headers={"HX-Request": "true"})).text
+
+    assert "<body hx-headers" in running  # no data-envio: sending runs
+    assert re.search(r'quando-envia">\s*<span class="selo">Ainda enviando</span>', row)
