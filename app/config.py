@@ -300,6 +300,14 @@ class Settings:
     allowed_hosts: tuple[str, ...] = setting("ALLOWED_HOSTS", "", _host_names)
     invite_ttl_seconds: int = setting("INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int)
     trusted_proxies: tuple[Network, ...] = setting("TRUSTED_PROXIES", "127.0.0.1,::1", _networks)
+    webhook_retry_backoff_seconds: tuple[float, ...] = setting(
+        "WEBHOOK_RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff
+    )
+    webhook_max_failures: int = setting("WEBHOOK_MAX_FAILURES", "5", _positive_int)
+    webhook_timeout_seconds: float = setting("WEBHOOK_TIMEOUT_SECONDS", "10", _positive_float)
+    # Lifts the https-only rule and the private-address guard (app/webhooks/addresses.py):
+    # development and tests only (refused with APP_ENV=production).
+    webhook_allow_private: bool = setting("WEBHOOK_ALLOW_PRIVATE", "false", _bool)
 
     @property
     def is_dev(self) -> bool:
@@ -348,6 +356,9 @@ def _read(env: Mapping[str, str]) -> Settings:
             f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
         )
     values["mailbox_dir"] = Path(mailbox) if mailbox else None
+    if values["webhook_allow_private"] and app_env == "production":
+        # A receiver on the server's own network is how a webhook reaches what it must not.
+        raise ConfigError("WEBHOOK_ALLOW_PRIVATE=true is for development and tests, not production")
     values["secret_key"] = _secret_key(env, app_env)
     return_path = f"devolucoes@{mail_domain(values['mail_from'])}"
     values["return_path"] = _parse(env, "RETURN_PATH", return_path, _return_path)

@@ -43,7 +43,12 @@ async def sweep_once(settings: Settings, db: Database, redis: Redis) -> int:
     publisher, announcer = Publisher(db, arq_redis), Announcer(arq_redis)
     try:
         done = await reconcile(
-            db, arq_redis, publisher, announcer, invite_ttl_seconds=settings.invite_ttl_seconds
+            db,
+            arq_redis,
+            publisher,
+            announcer,
+            invite_ttl_seconds=settings.invite_ttl_seconds,
+            webhook_requeue_seconds=30,
         )
     finally:
         await arq_redis.aclose()

@@ -26,6 +26,7 @@ from app.ops.health import Health, check_health, health_json
 from app.sending.queue import Publisher
 from app.sending.sweep import reconcile
 from app.storage.database import Database
+from app.webhooks.deliver import lease_seconds
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ async def _reconcile(settings: Settings) -> int:
             stores.publisher,
             stores.announcer,
             invite_ttl_seconds=settings.invite_ttl_seconds,
+            webhook_requeue_seconds=lease_seconds(settings),
         )
     print(
         f"Reconciliação feita: {done.published} do outbox para a fila, "

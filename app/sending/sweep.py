@@ -1,7 +1,8 @@
 """The reconciliation sweep: what no request and no job will do on its own.
 
 It publishes outbox rows whose fast path failed, turns expired leases ``incerto``, re-enqueues
-``pendente`` rows whose job Redis lost, and expires unanswered invites. An arq cron of the
+``pendente`` rows whose job Redis lost, expires unanswered invites, and puts due webhook
+deliveries on the queue (``app.webhooks.deliver``). An arq cron of the
 worker, and ``python -m app reconcile``; it needs nothing of arq's job context.
 """
 
@@ -24,6 +25,7 @@ from app.sending.outbox import outbox_values
 from app.sending.queue import Publisher, job_is_live, relay_outbox
 from app.storage.database import Database
 from app.storage.tables import invites, outbox
+from app.webhooks.deliver import publish_due
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,12 @@ class Sweep:
     uncertain: int
     requeued: int
     expired: int = 0
+    webhooks: int = 0  # webhook deliveries put on the queue
 
     def any(self) -> bool:
-        return bool(self.published or self.uncertain or self.requeued or self.expired)
+        return bool(
+            self.published or self.uncertain or self.requeued or self.expired or self.webhooks
+        )
 
 
 async def overdue_pending(
@@ -103,9 +108,10 @@ async def reconcile(
     announcer: Announcer,
     *,
     invite_ttl_seconds: float,
+    webhook_requeue_seconds: float,
 ) -> Sweep:
     """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone,
-    expire unanswered invites."""
+    expire unanswered invites, put due webhook deliveries on the queue."""
     published = await relay_outbox(db, publisher)
     expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
     await announcer.announce_all(expired)
@@ -118,7 +124,8 @@ async def reconcile(
     await requeue(db, publisher, lost)
     unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)
     await announcer.announce_all(unanswered)
-    sweep = Sweep(published, len(expired), len(lost), len(unanswered))
+    deliveries = await publish_due(db, redis, webhook_requeue_seconds)
+    sweep = Sweep(published, len(expired), len(lost), len(unanswered), deliveries)
     if sweep.any():
         log.info("reconciled", extra=vars(sweep))
     return sweep

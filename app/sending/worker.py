@@ -1,5 +1,5 @@
-"""The arq worker's settings: its jobs (``send_invite``, the reconciliation cron), the clients
-its start-up hands them through ``ctx``, and its heartbeat.
+"""The arq worker's settings: its jobs (``send_invite``, ``deliver_webhook``, the reconciliation
+cron), the clients its start-up hands them through ``ctx``, and its heartbeat.
 
 Start it with ``python -m app worker`` (``app.sending.supervise``: stock arq workers kept
 running across Redis outages), or ``arq app.sending.worker.WorkerSettings`` (the plain arq CLI,
@@ -48,6 +48,7 @@ from app.sending.queue import (
 )
 from app.sending.sweep import reconcile as sweep
 from app.storage.database import Database
+from app.webhooks.deliver import DELIVER_FUNCTION, deliver_webhook, lease_seconds
 
 log = logging.getLogger("app.sending.worker")
 
@@ -96,6 +97,7 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
         ctx["publisher"],
         ctx["announcer"],
         invite_ttl_seconds=ctx["settings"].invite_ttl_seconds,
+        webhook_requeue_seconds=lease_seconds(ctx["settings"]),
     )
     return vars(done)
 
@@ -175,7 +177,13 @@ def worker_options(settings: Settings) -> dict[str, Any]:
     send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
     return {
         "functions": [
-            func(tracked(send_invite), name=SEND_FUNCTION, timeout=send_timeout, max_tries=5)
+            func(tracked(send_invite), name=SEND_FUNCTION, timeout=send_timeout, max_tries=5),
+            func(
+                tracked(deliver_webhook),
+                name=DELIVER_FUNCTION,
+                timeout=lease_seconds(settings),
+                max_tries=3,
+            ),
         ],
         "cron_jobs": [
             cron(

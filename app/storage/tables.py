@@ -327,3 +327,58 @@ suppressions = Table(
     Column("detail", String(200)),
     Index("ix_suppressions_created_at", "created_at"),
 )
+
+#: An account's webhooks (``app.webhooks``): every status change of its invites is POSTed to
+#: ``url``, signed with ``secret`` (Standard Webhooks). The secret is kept as it is, since
+#: signing needs it (SECURITY.md, "API and webhooks"); it is shown once, at creation. After
+#: ``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled (``disabled_at``).
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("public_id", String(32), nullable=False),
+    Column("account_id", Id, ForeignKey("accounts.id"), nullable=False),
+    Column("url", String(2000), nullable=False),
+    Column("secret", String(100), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("failures", Integer, nullable=False),  # deliveries that ended falhou, in a row
+    Column("disabled_at", UTCDateTime),
+    UniqueConstraint("public_id", name="uq_webhooks_public_id"),
+    Index("ix_webhooks_account_id", "account_id", "id"),
+)
+
+#: One row per (webhook, invite event): written in the transaction of the status change
+#: (``app.invites.transitions.core``), so the change and its deliveries commit together; then
+#: pendente → entregue | falhou (``app.webhooks.deliver``). ``public_id`` is the ``webhook-id``
+#: of every attempt; ``body`` is frozen at the first attempt, so a retry sends the same bytes.
+#: ``queued_until``: a job is on the queue (the sweep publishes again after it); ``leased_until``:
+#: a worker holds the row (its claim, a conditional UPDATE).
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("public_id", String(40), nullable=False),
+    Column("webhook_id", Id, ForeignKey("webhooks.id"), nullable=False),
+    Column("event_id", Id, ForeignKey("invite_events.id"), nullable=False),
+    Column("invite_id", Id, ForeignKey("invites.id"), nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("available_at", UTCDateTime, nullable=False),
+    Column("queued_until", UTCDateTime),
+    Column("enqueues", Integer, nullable=False),
+    Column("leased_until", UTCDateTime),
+    Column("status_code", Integer),
+    Column("snippet", String(300)),
+    Column("body", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("public_id", name="uq_webhook_deliveries_public_id"),
+    Index("ix_webhook_deliveries_webhook_id", "webhook_id", "id"),
+    Index(
+        "ix_webhook_deliveries_due",
+        "available_at",
+        sqlite_where=Column("state") == "pendente",
+        postgresql_where=Column("state") == "pendente",
+    ),
+)

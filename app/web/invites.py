@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import ratelimit
-from app.bounces.history import bounce_json, bounces_of
+from app.bounces.history import bounces_of
 from app.clock import utcnow
 from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
@@ -41,7 +41,7 @@ from app.web.forms import (
 )
 from app.web.identity import identify, signed_in
 from app.web.middleware.csrf import csrf_token
-from app.web.present import event_json, invite_json
+from app.web.present import invite_detail_json, invite_json
 from app.web.signin import sign_in_page
 from app.web.summary import chosen_filter, summary_of
 
@@ -286,10 +286,10 @@ async def show(request: Request) -> Response:
     now = utcnow()
     settings = settings_of(request)
     if wants_json(request):
-        body = invite_json(invite, now, settings.slow_after_seconds)
-        body["historico"] = [event_json(event) for event in history]
-        body["devolucoes"] = [bounce_json(b) for b in await bounces_of(db, invite.id)]
-        return JSONResponse(body)
+        bounces = await bounces_of(db, invite.id)
+        return JSONResponse(
+            invite_detail_json(invite, history, bounces, now, settings.slow_after_seconds)
+        )
     context = row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from app.bounces.history import Bounce, bounce_json
 from app.bounces.reasons import in_plain_words
 from app.invites.records import Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
@@ -255,6 +256,21 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         else None,
         "url": f"/convites/{invite.public_id}",
     }
+
+
+def invite_detail_json(
+    invite: Invite,
+    history: list[Event],
+    bounces: list[Bounce],
+    now: datetime,
+    slow_after_seconds: float,
+) -> dict[str, Any]:
+    """An invite with its history and bounces: ``GET /api/v1/convites/{id}`` and the ``data`` of
+    every webhook delivery (``app.webhooks.deliver``)."""
+    body = invite_json(invite, now, slow_after_seconds)
+    body["historico"] = [event_json(event) for event in history]
+    body["devolucoes"] = [bounce_json(bounce) for bounce in bounces]
+    return body
 
 
 def event_json(event: Event) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from app.web import (
     optout,
     signin,
     summary,
+    webhooks,
 )
 from app.web.static import StaticAssets
 
@@ -54,6 +55,10 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/conta/chaves", api_keys.create, methods=["POST"]),
         Route("/conta/chaves/{public_id}/revogar", api_keys.confirm_revoke, methods=["GET"]),
         Route("/conta/chaves/{public_id}/revogar", api_keys.revoke, methods=["POST"]),
+        Route("/conta/webhooks", webhooks.show, methods=["GET"]),
+        Route("/conta/webhooks", webhooks.create, methods=["POST"]),
+        Route("/conta/webhooks/{public_id}/excluir", webhooks.remove, methods=["POST"]),
+        Route("/conta/webhooks/entregas/{public_id}/reenviar", webhooks.resend, methods=["POST"]),
         Route("/conta/sessoes/encerrar-todas", open_sessions.end_all, methods=["POST"]),
         Route("/conta/sessoes/{public_id}/encerrar", open_sessions.end_one, methods=["POST"]),
         Route("/sair", signin.sign_out, methods=["POST"]),
@@ -91,6 +96,11 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/api/v1/lotes/revisar", api.api_endpoint(batches.check), methods=["POST"]),
         Route("/api/v1/lotes", api.api_endpoint(batches.send), methods=["POST"]),
         Route("/api/v1/lotes/{public_id}", api.api_endpoint(batches.show), methods=["GET"]),
+        Route("/api/v1/webhooks", api.api_endpoint(webhooks.show), methods=["GET"]),
+        Route("/api/v1/webhooks", api.api_endpoint(webhooks.create), methods=["POST"]),
+        Route(
+            "/api/v1/webhooks/{public_id}", api.api_endpoint(webhooks.remove), methods=["DELETE"]
+        ),
         # Health and metrics.
         Route("/saude", health.saude, methods=["GET"]),
         Route("/metrics", health.metrics_endpoint, methods=["GET"]),

@@ -45,6 +45,7 @@ from app.web.identity import begin_session, end_session, identify, signed_in
 from app.web.middleware.csrf import csrf_token
 from app.web.open_sessions import ENDED, SIGN_OUT_NOTICES, open_sessions
 from app.web.present import invite_json
+from app.webhooks import store as webhook_store
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,9 @@ async def _account_page(
         "values": values,
         "open_sessions": await open_sessions(request),
         "notice": ENDED if request.query_params.get("encerrada") == "1" else None,
+        "disabled_webhooks": await webhook_store.disabled_count(
+            db_of(request), request.state.account.id
+        ),
     }
     return render(request, "conta.html", context, status_code=status)
 

@@ -1,8 +1,10 @@
 """What every transition shares: one conditional UPDATE, and for each row it won an event row
-(and, when asked, an outbox row) in the same transaction. Synchronous, for ``run_sync``."""
+(and, when asked, an outbox row), plus one webhook delivery per active webhook of its sender, in
+the same transaction. Synchronous, for ``run_sync``."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
@@ -23,10 +25,20 @@ from sqlalchemy import (
 )
 
 from app.clock import utcnow
-from app.invites.records import Change, Invite, record_from
+from app.invites.records import INVITE, Change, Invite, record_from
 from app.invites.status import FailureClass, Status
 from app.storage.database import Database
-from app.storage.tables import invite_events, invites, keyed_in, keyed_params, outbox, unindexed
+from app.storage.tables import (
+    accounts,
+    invite_events,
+    invites,
+    keyed_in,
+    keyed_params,
+    outbox,
+    unindexed,
+    webhook_deliveries,
+    webhooks,
+)
 
 
 def insert_in_order(
@@ -74,6 +86,7 @@ def record_changes(
         raise ValueError("an invite recorded twice by one transition")
     class_value = failure_class.value if failure_class else None
     event_ids = _copied_ids(conn, _EVENTS_FROM_INVITES, ids, {"failure_class": class_value})
+    record_deliveries(conn, won, event_ids)
     if not enqueue:
         return [Change(invite, event_id) for invite, event_id in zip(won, event_ids, strict=True)]
     outbox_ids = _copied_ids(conn, _OUTBOX_FROM_INVITES, ids, {"now": utcnow()})
@@ -81,6 +94,50 @@ def record_changes(
         Change(invite, event_id, outbox_id)
         for invite, event_id, outbox_id in zip(won, event_ids, outbox_ids, strict=True)
     ]
+
+
+def record_deliveries(conn: Connection, won: list[Invite], event_ids: list[int]) -> None:
+    """One ``pendente`` webhook delivery per (active webhook of the sender, event): written with
+    the change, so a change is never committed without its deliveries, nor they without it
+    (``app.webhooks.deliver`` sends them). One SELECT when the senders have no webhook."""
+    changed = [(i, e) for i, e in zip(won, event_ids, strict=True) if i.kind == INVITE]
+    senders = sorted({invite.sender_id for invite, _ in changed})
+    hooks: dict[str, list[int]] = {}
+    for start in range(0, len(senders), IDS_PER_STATEMENT):
+        chunk = senders[start : start + IDS_PER_STATEMENT]
+        for hook in conn.execute(_ACTIVE_WEBHOOKS, {"senders": chunk}).all():
+            hooks.setdefault(hook.sender_id, []).append(int(hook.id))
+    if not hooks:
+        return
+    now = utcnow()
+    rows = [
+        {
+            "public_id": "msg_" + secrets.token_urlsafe(18),
+            "webhook_id": webhook_id,
+            "event_id": event_id,
+            "invite_id": invite.id,
+            "event_type": f"convite.{invite.status.value}",
+            "state": "pendente",
+            "attempts": 0,
+            "available_at": now,
+            "enqueues": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for invite, event_id in changed
+        for webhook_id in hooks.get(invite.sender_id, ())
+    ]
+    conn.execute(insert(webhook_deliveries), rows)
+
+
+_ACTIVE_WEBHOOKS = (
+    select(webhooks.c.id, accounts.c.public_id.label("sender_id"))
+    .join(accounts, accounts.c.id == webhooks.c.account_id)
+    .where(
+        accounts.c.public_id.in_(bindparam("senders", expanding=True)),
+        webhooks.c.disabled_at.is_(None),
+    )
+)
 
 
 #: Ids per ``INSERT … SELECT``: far under the 32,766 parameters SQLite and asyncpg take (an

@@ -1,0 +1,144 @@
+"""``/conta/webhooks`` and ``/api/v1/webhooks``: an account's webhooks (``app.webhooks``).
+
+One handler per action serves both: the page (cookie session and CSRF token, like every
+``/conta`` form) and the API (``app.web.api.api_endpoint``: bearer key, JSON). A new webhook's
+secret is in the creation's answer only. The page lists each webhook with its recent deliveries
+(state, the receiver's status code and a snippet, attempts, next try) and **Reenviar** on a
+failed one; a webhook disabled after ``WEBHOOK_MAX_FAILURES`` failed deliveries says so.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from app.web.common import db_of, error_response, render, settings_of, wants_json
+from app.web.forms import BadBody, read_body
+from app.web.identity import signed_in
+from app.webhooks import addresses, store
+
+NOT_FOUND = "Este webhook não foi encontrado: talvez já tenha sido excluído."
+DELIVERY_NOT_FOUND = "Esta entrega não foi encontrada ou não está com falha."
+REMOVED = "Webhook excluído. Nenhum evento será mais enviado para ele."
+RESENT = "Entrega enviada de novo para a fila. Acompanhe o resultado abaixo."
+DISABLED = (
+    "Um webhook foi desativado depois de entregas seguidas com falha. Confira o servidor que "
+    "recebe os eventos e use Reenviar numa entrega com falha para reativá-lo."
+)
+NOTICES = {"excluido": REMOVED, "reenviada": RESENT}
+
+
+def _notice(request: Request) -> str | None:
+    for name, text in NOTICES.items():
+        if request.query_params.get(name) == "1":
+            return text
+    return None
+
+
+async def _page(
+    request: Request,
+    *,
+    created: tuple[store.Webhook, str] | None = None,
+    error: str | None = None,
+    url: str = "",
+    status_code: int = 200,
+) -> Response:
+    db = db_of(request)
+    hooks = await store.of_account(db, request.state.account.id)
+    deliveries = await store.recent_deliveries(db, [hook.id for hook in hooks])
+    context: dict[str, Any] = {
+        "webhooks": hooks,
+        "deliveries": deliveries,
+        "created": created,
+        "error": error,
+        "url": url,
+        "notice": _notice(request),
+        "disabled_notice": DISABLED if any(hook.disabled_at for hook in hooks) else None,
+    }
+    response = render(request, "conta_webhooks.html", context, status_code=status_code)
+    if created is not None:
+        # The page itself carries the secret: never a redirect, whose URL or history could keep
+        # it, and no cache.
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def webhook_json(hook: store.Webhook) -> dict[str, Any]:
+    return {
+        "id": hook.public_id,
+        "url": hook.url,
+        "criado_em": hook.created_at.isoformat(),
+        "ativo": hook.disabled_at is None,
+        "desativado_em": hook.disabled_at.isoformat() if hook.disabled_at else None,
+    }
+
+
+@signed_in
+async def show(request: Request) -> Response:
+    """GET /conta/webhooks (and GET /api/v1/webhooks): the account's webhooks."""
+    if wants_json(request):
+        hooks = await store.of_account(db_of(request), request.state.account.id)
+        return JSONResponse({"webhooks": [webhook_json(hook) for hook in hooks]})
+    return await _page(request)
+
+
+@signed_in
+async def create(request: Request) -> Response:
+    """POST /conta/webhooks (and POST /api/v1/webhooks): a new webhook; its secret, once (201).
+    The URL is checked after DNS here, and again at every delivery."""
+    try:
+        data = await read_body(request)
+    except BadBody as exc:
+        return error_response(request, 400, str(exc))
+    raw = data.get("url")
+    given = raw if isinstance(raw, str) else ""
+    try:
+        target = await addresses.resolve(
+            given, allow_private=settings_of(request).webhook_allow_private
+        )
+    except addresses.Refused as exc:
+        if wants_json(request):
+            return JSONResponse(
+                {"erro": "Confira os campos.", "campos": {"url": str(exc)}}, status_code=422
+            )
+        return await _page(request, error=str(exc), url=given[:2000], status_code=422)
+    hook, secret = await store.create(db_of(request), request.state.account.id, target.url)
+    if wants_json(request):
+        return JSONResponse({"id": hook.public_id, "url": hook.url, "secret": secret}, 201)
+    return await _page(request, created=(hook, secret), status_code=201)
+
+
+def _public_id(request: Request) -> str | None:
+    public_id: str = request.path_params["public_id"]
+    return public_id if re.fullmatch(r"[A-Za-z0-9_-]{1,40}", public_id) else None
+
+
+@signed_in
+async def remove(request: Request) -> Response:
+    """POST /conta/webhooks/{id}/excluir (and DELETE /api/v1/webhooks/{id}): the webhook and its
+    deliveries are gone; nothing more is sent to it (404: no such webhook of this account)."""
+    public_id = _public_id(request)
+    if public_id is None or not await store.remove(
+        db_of(request), request.state.account.id, public_id
+    ):
+        return error_response(request, 404, NOT_FOUND)
+    if wants_json(request):
+        return Response(status_code=204)
+    return RedirectResponse("/conta/webhooks?excluido=1", status_code=303)
+
+
+@signed_in
+async def resend(request: Request) -> Response:
+    """POST /conta/webhooks/entregas/{id}/reenviar: **Reenviar** a failed delivery (same
+    ``webhook-id``, same body, a fresh round of attempts); its webhook is enabled again."""
+    public_id = _public_id(request)
+    if public_id is None or not await store.resend(
+        db_of(request), request.state.account.id, public_id
+    ):
+        return error_response(request, 404, DELIVERY_NOT_FOUND)
+    if wants_json(request):
+        return JSONResponse({"reenviada": public_id})
+    return RedirectResponse("/conta/webhooks?reenviada=1", status_code=303)

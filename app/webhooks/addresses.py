@@ -1,0 +1,91 @@
+"""Where a webhook may point: no server-side request forgery.
+
+A webhook makes the server send requests to a URL someone typed. Unless
+``WEBHOOK_ALLOW_PRIVATE`` (development and tests only), the URL must be https and every address
+its host resolves to must be a public one: not loopback, private, link-local (the cloud metadata
+service lives there), multicast, reserved or unspecified. The check runs at registration and
+again at every delivery, after DNS (a name can be pointed elsewhere later), and the delivery then
+connects to the very address that was checked (``Target``), so a second lookup cannot swap it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+MAX_URL_CHARS = 2000
+
+NOT_A_URL = "Informe um endereço completo, começando com https://."
+NOT_HTTPS = "O endereço do webhook precisa começar com https://."
+PRIVATE = (
+    "Este endereço aponta para uma rede interna ou reservada; use um endereço público na internet."
+)
+UNRESOLVED = "Não conseguimos encontrar este endereço (DNS). Confira o nome do servidor."
+
+
+class Refused(ValueError):
+    """The URL may not be called; the message says why, in Portuguese."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked URL and the address to connect to for it."""
+
+    url: str
+    host: str
+    address: str
+
+
+def check_form(url: str, *, allow_private: bool) -> str:
+    """``url`` if its form is acceptable (scheme, host, length); raises ``Refused``."""
+    url = url.strip()
+    if not url or len(url) > MAX_URL_CHARS:
+        raise Refused(NOT_A_URL)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError:
+        raise Refused(NOT_A_URL) from None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username:
+        raise Refused(NOT_A_URL)
+    if parts.scheme != "https" and not allow_private:
+        raise Refused(NOT_HTTPS)
+    return url
+
+
+def is_public(address: str) -> bool:
+    """Whether connecting to ``address`` reaches the public internet only."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or not ip.is_global
+    )
+
+
+async def resolve(url: str, *, allow_private: bool) -> Target:
+    """Check ``url`` and resolve its host; the first address, when every one is allowed."""
+    url = check_form(url, allow_private=allow_private)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise Refused(UNRESOLVED) from None
+    addresses = [str(info[4][0]) for info in found]
+    if not addresses:
+        raise Refused(UNRESOLVED)
+    # Every address, not only the one used: a name that also resolves inside is refused whole.
+    if not allow_private and not all(is_public(address) for address in addresses):
+        raise Refused(PRIVATE)
+    return Target(url, host, addresses[0])

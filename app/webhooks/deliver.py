@@ -1,0 +1,365 @@
+"""Delivering webhooks: each delivery row goes pendente → entregue | falhou, and says why.
+
+The rows are written with the status change itself (``app.invites.transitions.core``). The
+worker's sweep puts the due ones on the queue (``publish_due``, arq's ``enqueue_job``, a new job
+id each time); the job ``deliver_webhook`` claims its row with a conditional UPDATE (two workers
+never hold one row at once), checks the URL again after DNS (``app.webhooks.addresses``), signs
+the body with ``standardwebhooks`` and POSTs it with a timeout, no redirects and a cap on what it
+reads back. A non-2xx, a timeout or a connection error is retried after
+``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the same ``webhook-id`` and the same body (frozen at the
+first attempt) every time; once the steps run out the row is ``falhou``, and after
+``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled. Nothing here can
+hold up or undo an invite's transition: it only ever reads what they committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from arq.connections import ArqRedis
+from sqlalchemy import case, select, update
+from standardwebhooks import Webhook as Signer
+
+from app.bounces.history import bounces_of
+from app.clock import utcnow
+from app.config import Settings
+from app.invites.queries import invite_history
+from app.invites.records import Event, Invite, record_from
+from app.storage.database import Database
+from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.web.present import invite_detail_json
+from app.webhooks import addresses
+from app.webhooks.store import ENTREGUE, FALHOU, PENDENTE
+
+log = logging.getLogger(__name__)
+
+DELIVER_FUNCTION = "deliver_webhook"
+#: What is read of the receiver's answer at most (the rest is never read), and kept of it.
+MAX_RESPONSE_BYTES = 16 * 1024
+SNIPPET_CHARS = 200
+#: Due deliveries the sweep puts on the queue per pass.
+PUBLISH_LIMIT = 500
+
+TIMED_OUT = "Sem resposta dentro de {seconds:g} s."
+NO_CONNECTION = "Não foi possível conectar ao endereço."
+USER_AGENT = "Convites-Webhooks/1"
+
+
+def lease_seconds(settings: Settings) -> float:
+    """How long a claim holds a row: the whole POST fits in it with room to record the outcome;
+    the sweep publishes a row again only after this too."""
+    return settings.webhook_timeout_seconds * 3 + 5
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A delivery this worker holds now, with its webhook."""
+
+    id: int
+    public_id: str
+    webhook_id: int
+    event_id: int
+    invite_id: int
+    event_type: str
+    attempts: int
+    body: str | None
+    url: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    delivered: bool
+    status_code: int | None
+    snippet: str
+
+
+def _active() -> Any:
+    return select(webhooks.c.id).where(webhooks.c.disabled_at.is_(None))
+
+
+def _claimable(now: datetime) -> list[Any]:
+    return [
+        webhook_deliveries.c.state == PENDENTE,
+        webhook_deliveries.c.available_at <= now,
+        (webhook_deliveries.c.leased_until.is_(None)) | (webhook_deliveries.c.leased_until < now),
+        webhook_deliveries.c.webhook_id.in_(_active()),
+    ]
+
+
+async def publish_due(db: Database, redis: ArqRedis, requeue_seconds: float) -> int:
+    """Put every due delivery without a job on the queue; how many were put.
+
+    Each row is marked queued (``queued_until``) by a conditional UPDATE before its job is
+    enqueued, so two sweeps never both publish it; a job Redis lost is published again once
+    ``queued_until`` passes (a duplicate job meets the claim and does nothing)."""
+    now = utcnow()
+    query = (
+        select(
+            webhook_deliveries.c.id, webhook_deliveries.c.public_id, webhook_deliveries.c.enqueues
+        )
+        .where(
+            *_claimable(now),
+            (webhook_deliveries.c.queued_until.is_(None))
+            | (webhook_deliveries.c.queued_until < now),
+        )
+        .order_by(webhook_deliveries.c.available_at)
+        .limit(PUBLISH_LIMIT)
+    )
+    async with db.read() as conn:
+        due = (await conn.execute(query)).all()
+    if not due:
+        return 0
+    won: list[tuple[int, str, int]] = []
+    async with db.write() as conn:
+        for row in due:
+            marked = await conn.execute(
+                update(webhook_deliveries)
+                .where(
+                    webhook_deliveries.c.id == row.id,
+                    webhook_deliveries.c.enqueues == row.enqueues,
+                    webhook_deliveries.c.state == PENDENTE,
+                )
+                .values(
+                    enqueues=row.enqueues + 1,
+                    queued_until=now + timedelta(seconds=requeue_seconds),
+                )
+            )
+            if marked.rowcount == 1:
+                won.append((row.id, row.public_id, row.enqueues + 1))
+    for row_id, public_id, enqueue in won:
+        # A new id per publication: arq refuses an id whose job or result it still keeps.
+        job = await redis.enqueue_job(
+            DELIVER_FUNCTION, public_id, _job_id=f"webhook:{public_id}:{enqueue}"
+        )
+        if job is None:
+            log.error("arq refused a new webhook job id", extra={"delivery": public_id})
+            async with db.write() as conn:
+                await conn.execute(
+                    update(webhook_deliveries)
+                    .where(webhook_deliveries.c.id == row_id)
+                    .values(queued_until=None)
+                )
+    return len(won)
+
+
+async def claim(db: Database, public_id: str, seconds: float) -> Claimed | None:
+    """Hold the delivery ``public_id`` for ``seconds`` and count the attempt (one conditional
+    UPDATE: ``None`` when it is not due, is held by another worker, is finished, or its
+    webhook is disabled or gone)."""
+    now = utcnow()
+    async with db.write() as conn:
+        row = (
+            await conn.execute(
+                update(webhook_deliveries)
+                .where(webhook_deliveries.c.public_id == public_id, *_claimable(now))
+                .values(
+                    attempts=webhook_deliveries.c.attempts + 1,
+                    leased_until=now + timedelta(seconds=seconds),
+                    updated_at=now,
+                )
+                .returning(*webhook_deliveries.c)
+            )
+        ).first()
+        if row is None:
+            return None
+        hook = (
+            await conn.execute(
+                select(webhooks.c.url, webhooks.c.secret).where(webhooks.c.id == row.webhook_id)
+            )
+        ).one()
+    return Claimed(
+        id=row.id,
+        public_id=row.public_id,
+        webhook_id=row.webhook_id,
+        event_id=row.event_id,
+        invite_id=row.invite_id,
+        event_type=row.event_type,
+        attempts=row.attempts,
+        body=row.body,
+        url=hook.url,
+        secret=hook.secret,
+    )
+
+
+async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> str:
+    """The body ``{"type", "timestamp", "data"}``: ``data`` is the invite as
+    ``GET /api/v1/convites/{id}`` gives it, as it stood at this event (its status, attempt and
+    error, the history up to it and the bounces received by then)."""
+    async with db.read() as conn:
+        row = (await conn.execute(select(invites).where(invites.c.id == claimed.invite_id))).one()
+    history = [e for e in await invite_history(db, claimed.invite_id) if e.id <= claimed.event_id]
+    event: Event = history[-1]
+    invite = dataclasses.replace(
+        record_from(Invite, row),
+        status=event.status,
+        attempt=event.attempt,
+        error=event.error,
+        next_attempt_at=event.next_attempt_at,
+        updated_at=event.created_at,
+    )
+    bounces = [
+        b for b in await bounces_of(db, claimed.invite_id) if b.received_at <= event.created_at
+    ]
+    data = invite_detail_json(invite, history, bounces, event.created_at, slow_after_seconds)
+    body = {"type": claimed.event_type, "timestamp": event.created_at.isoformat(), "data": data}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+async def frozen_body(db: Database, claimed: Claimed, slow_after_seconds: float) -> str:
+    """The delivery's body: built at its first attempt and kept, so every retry sends the very
+    bytes the first one did."""
+    if claimed.body is not None:
+        return claimed.body
+    body = await payload(db, claimed, slow_after_seconds)
+    async with db.write() as conn:
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(webhook_deliveries.c.id == claimed.id, webhook_deliveries.c.body.is_(None))
+            .values(body=body)
+        )
+    return body
+
+
+def signed_headers(claimed: Claimed, body: str, when: datetime) -> dict[str, str]:
+    """The Standard Webhooks headers, signed by the package (never by hand)."""
+    signature = Signer(claimed.secret).sign(claimed.public_id, when, body)
+    return {
+        "webhook-id": claimed.public_id,
+        "webhook-timestamp": str(int(when.timestamp())),
+        "webhook-signature": signature,
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        # What is read back is capped in bytes on the wire: no compressed answer to inflate.
+        "accept-encoding": "identity",
+    }
+
+
+async def post(
+    target: addresses.Target, body: str, headers: dict[str, str], seconds: float
+) -> Outcome:
+    """POST ``body`` to the checked address of ``target`` (never to a second DNS answer): the
+    URL names the address, ``Host`` and TLS's server name the host. Redirects are not followed
+    (a 3xx is a failure); at most ``MAX_RESPONSE_BYTES`` of the answer are read."""
+    parts = urlsplit(target.url)
+    address = f"[{target.address}]" if ":" in target.address else target.address
+    netloc = address + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit(parts._replace(netloc=netloc))
+    extensions = {"sni_hostname": target.host} if parts.scheme == "https" else {}
+    try:
+        async with (
+            asyncio.timeout(seconds),
+            httpx.AsyncClient(timeout=seconds, follow_redirects=False, trust_env=False) as client,
+        ):
+            request = client.build_request(
+                "POST",
+                url,
+                content=body.encode(),
+                headers={**headers, "host": parts.netloc},
+                extensions=extensions,
+            )
+            response = await client.send(request, stream=True)
+            try:
+                read = b""
+                async for chunk in response.aiter_raw():
+                    read += chunk
+                    if len(read) >= MAX_RESPONSE_BYTES:
+                        break
+            finally:
+                await response.aclose()
+    except (TimeoutError, httpx.TimeoutException):
+        return Outcome(False, None, TIMED_OUT.format(seconds=seconds))
+    except httpx.HTTPError:
+        return Outcome(False, None, NO_CONNECTION)
+    snippet = read[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")[:SNIPPET_CHARS]
+    return Outcome(200 <= response.status_code < 300, response.status_code, snippet)
+
+
+async def record(db: Database, claimed: Claimed, outcome: Outcome, settings: Settings) -> str:
+    """Write the attempt's outcome on the row this claim holds; the row's new state."""
+    now = utcnow()
+    steps = settings.webhook_retry_backoff_seconds
+    if outcome.delivered:
+        state, available_at = ENTREGUE, None
+    elif claimed.attempts <= len(steps):
+        state, available_at = PENDENTE, now + timedelta(seconds=steps[claimed.attempts - 1])
+    else:
+        state, available_at = FALHOU, None
+    values: dict[str, Any] = {
+        "state": state,
+        "status_code": outcome.status_code,
+        "snippet": outcome.snippet,
+        "leased_until": None,
+        "queued_until": None,
+        "updated_at": now,
+    }
+    if available_at is not None:
+        values["available_at"] = available_at
+    async with db.write() as conn:
+        written = await conn.execute(
+            update(webhook_deliveries)
+            .where(
+                webhook_deliveries.c.id == claimed.id,
+                webhook_deliveries.c.attempts == claimed.attempts,
+                webhook_deliveries.c.state == PENDENTE,
+            )
+            .values(**values)
+        )
+        if written.rowcount != 1:
+            return "lost"  # deleted with its webhook, or re-sent meanwhile
+        if state == ENTREGUE:
+            await conn.execute(
+                update(webhooks).where(webhooks.c.id == claimed.webhook_id).values(failures=0)
+            )
+        elif state == FALHOU:
+            failures = webhooks.c.failures + 1
+            disable = case(
+                (failures >= settings.webhook_max_failures, now), else_=webhooks.c.disabled_at
+            )
+            await conn.execute(
+                update(webhooks)
+                .where(webhooks.c.id == claimed.webhook_id)
+                .values(failures=failures, disabled_at=disable)
+            )
+    return state
+
+
+async def deliver(db: Database, public_id: str, settings: Settings) -> str:
+    """One attempt at the delivery ``public_id``; its state after it (``not claimed``: nothing
+    was done)."""
+    claimed = await claim(db, public_id, lease_seconds(settings))
+    if claimed is None:
+        return "not claimed"
+    body = await frozen_body(db, claimed, settings.slow_after_seconds)
+    try:
+        target = await addresses.resolve(claimed.url, allow_private=settings.webhook_allow_private)
+    except addresses.Refused as exc:
+        outcome = Outcome(False, None, str(exc))
+    else:
+        headers = signed_headers(claimed, body, utcnow())
+        outcome = await post(target, body, headers, settings.webhook_timeout_seconds)
+    state = await record(db, claimed, outcome, settings)
+    log.info(
+        "webhook delivery attempted",
+        extra={
+            "delivery": claimed.public_id,
+            "event_type": claimed.event_type,
+            "attempt": claimed.attempts,
+            "status_code": outcome.status_code,
+            "state": state,
+        },
+    )
+    return state
+
+
+async def deliver_webhook(ctx: dict[str, Any], public_id: str) -> str:
+    """The arq job: one attempt at one delivery."""
+    return await deliver(ctx["db"], public_id, ctx["settings"])

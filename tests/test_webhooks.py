@@ -1,0 +1,361 @@
+"""Webhooks: created through the API (secret once), a delivery row for every status change of
+the account's invites (in the change's own transaction), delivered by a real worker run to a
+real receiver that verifies the signature with ``standardwebhooks``; retries with the movable
+clock and the same ``webhook-id``; disabled after WEBHOOK_MAX_FAILURES; the claim held by one
+worker at a time; the SSRF guard at registration and at delivery. SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+
+from app.config import ConfigError, Settings, load_settings
+from app.storage.database import Database
+from app.storage.tables import webhook_deliveries, webhooks
+from app.web import webhooks as webhook_pages
+from app.webhooks import addresses, deliver
+from app.webhooks.store import resend
+from tests.api_keys import bearer, new_key
+from tests.fixtures import MovableClock, app_client, drain
+from tests.helpers import JSON, page_token
+from tests.services import ScriptedSmtp
+from tests.webhook_receiver import STALL, Receiver, webhook_receiver
+
+LOCAL = {"webhook_allow_private": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with webhook_receiver() as running:
+        yield running
+
+
+def local(settings: Settings, **more: Any) -> Settings:
+    return replace(settings, **{**LOCAL, **more})
+
+
+async def register(client: httpx.AsyncClient, receiver: Receiver) -> tuple[str, str]:
+    """An API key of ``client``'s account and a webhook to ``receiver`` made with it."""
+    key = await new_key(client)
+    made = await client.post(
+        "/api/v1/webhooks", json={"url": receiver.url}, headers=bearer(key, **JSON)
+    )
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert set(body) == {"id", "url", "secret"} and body["secret"].startswith("whsec_")
+    receiver.secret = body["secret"]
+    return key, body["id"]
+
+
+async def deliveries(db: Database) -> list[Any]:
+    async with db.read() as conn:
+        query = select(webhook_deliveries).order_by(webhook_deliveries.c.id)
+        return list((await conn.execute(query)).all())
+
+
+async def delivery(db: Database, public_id: str) -> Any:
+    return next(row for row in await deliveries(db) if row.public_id == public_id)
+
+
+async def publish(db: Database, settings: Settings) -> int:
+    from arq.connections import ArqRedis
+
+    redis = ArqRedis.from_url(settings.redis_url)
+    try:
+        return await deliver.publish_due(db, redis, deliver.lease_seconds(settings))
+    finally:
+        await redis.aclose()
+
+
+async def test_each_status_change_is_delivered_signed_by_a_real_worker_run(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    made = await client.post(
+        "/api/v1/convites", json={"email": "ana@exemplo.com", "nome": "Ana"}, headers=bearer(key)
+    )
+    assert made.status_code == 202, made.text
+    invite_id = made.json()["id"]
+
+    # The invite's first event was written with its delivery, in one transaction.
+    assert [row.event_type for row in await deliveries(db)] == ["convite.pendente"]
+    await drain(settings)  # sends the mail (enviado: a second delivery) and delivers
+    await publish(db, settings)
+    await drain(settings)
+
+    # Deliveries run side by side: their order is not promised (each says its own moment).
+    by_type = {d.body["type"]: d for d in receiver.received}
+    assert len(receiver.received) == 3 and all(d.verified for d in receiver.received)
+    assert set(by_type) == {"convite.pendente", "convite.enviando", "convite.enviado"}
+    sent = by_type["convite.enviado"]
+    assert sent.body["data"]["id"] == invite_id and sent.body["data"]["status"] == "enviado"
+    assert [step["status"] for step in sent.body["data"]["historico"]] == [
+        "pendente",
+        "enviando",
+        "enviado",
+    ]
+    assert set(sent.body["data"]) == set(
+        (await client.get(f"/api/v1/convites/{invite_id}", headers=bearer(key))).json()
+    )
+    # The first delivery says what the invite was at its event, not what it became.
+    assert by_type["convite.pendente"].body["data"]["status"] == "pendente"
+    assert [step["status"] for step in by_type["convite.pendente"].body["data"]["historico"]] == [
+        "pendente"
+    ]
+    rows = await deliveries(db)
+    assert [(row.state, row.status_code, row.attempts) for row in rows] == [
+        ("entregue", 200, 1)
+    ] * 3
+    assert {d.headers["webhook-id"] for d in receiver.received} == {r.public_id for r in rows}
+
+
+async def test_a_failed_delivery_is_retried_with_the_same_id_and_body_after_the_backoff(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    clock: MovableClock,
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "bia@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+    receiver.script = [500, 200]
+
+    assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.state, row.status_code, row.snippet, row.attempts) == (
+        "pendente",
+        500,
+        "falhou aqui",
+        1,
+    )
+    assert await deliver.deliver(db, row.public_id, settings) == "not claimed"  # not due yet
+    assert await publish(db, settings) == 0
+
+    clock.advance(5)
+    assert await publish(db, settings) == 1
+    await drain(settings)  # also sends the invite: its own changes are delivered too
+    row = await delivery(db, row.public_id)
+    assert (row.state, row.status_code, row.attempts) == ("entregue", 200, 2)
+    first, second = [d for d in receiver.received if d.headers["webhook-id"] == row.public_id]
+    assert first.body == second.body and first.verified and second.verified
+    assert first.headers["webhook-timestamp"] != second.headers["webhook-timestamp"]
+
+
+async def test_a_stalled_receiver_times_out_and_the_delivery_waits_for_its_retry(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    settings = local(settings, webhook_timeout_seconds=0.5)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "caio@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+    receiver.script = [STALL]
+    assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.status_code, row.snippet) == (None, "Sem resposta dentro de 0.5 s.")
+
+
+async def test_after_max_failed_deliveries_the_webhook_is_disabled_and_the_account_told(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    clock: MovableClock,
+) -> None:
+    settings = local(settings, webhook_retry_backoff_seconds=(5.0,), webhook_max_failures=2)
+    key, _ = await register(client, receiver)
+    for email in ("d1@exemplo.com", "d2@exemplo.com"):
+        await client.post("/api/v1/convites", json={"email": email}, headers=bearer(key))
+    receiver.script = [500] * 4
+    first, second = await deliveries(db)
+    for _ in range(2):  # two attempts each (one retry): both end falhou
+        for row in (first, second):
+            await deliver.deliver(db, row.public_id, settings)
+        clock.advance(5)
+    assert [row.state for row in await deliveries(db)] == ["falhou", "falhou"]
+    async with db.read() as conn:
+        hook = (await conn.execute(select(webhooks))).one()
+    assert hook.failures == 2 and hook.disabled_at is not None
+
+    # Disabled: a new change writes no delivery, and nothing pending is claimed.
+    await client.post("/api/v1/convites", json={"email": "d3@exemplo.com"}, headers=bearer(key))
+    assert len(await deliveries(db)) == 2
+    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    assert listed[0]["ativo"] is False
+    page = await client.get("/conta/webhooks")
+    assert webhook_pages.DISABLED in page.text
+    assert "depois de 2 entregas seguidas com falha" in page.text
+    account = await client.get("/conta")
+    assert "Um webhook seu foi desativado" in account.text
+
+    # Reenviar on a failed delivery: same id, a fresh round, the webhook enabled again.
+    form = await client.get("/conta/webhooks")
+    resent = await client.post(
+        f"/conta/webhooks/entregas/{first.public_id}/reenviar",
+        data={"csrf_token": page_token(form.text)},
+    )
+    assert resent.status_code == 303
+    assert await deliver.deliver(db, first.public_id, settings) == "entregue"
+    assert receiver.received[-1].headers["webhook-id"] == first.public_id
+    assert "Um webhook seu foi desativado" not in (await client.get("/conta")).text
+
+
+async def test_two_workers_never_hold_one_delivery_at_once(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "eva@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+    claims = await asyncio.gather(
+        *(deliver.claim(db, row.public_id, 30) for _ in range(8)), return_exceptions=True
+    )
+    won = [claim for claim in claims if isinstance(claim, deliver.Claimed)]
+    assert len(won) == 1, claims
+    assert all(claim is None for claim in claims if claim is not won[0])
+
+
+async def test_the_sweep_publishes_a_due_delivery_once_even_when_two_sweeps_run(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "fia@exemplo.com"}, headers=bearer(key))
+    counts = await asyncio.gather(publish(db, settings), publish(db, settings))
+    assert sorted(counts) == [0, 1]
+    assert await publish(db, settings) == 0  # queued: not again before queued_until
+
+
+async def test_private_and_plain_http_urls_are_refused_at_registration(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    guarded = replace(settings, webhook_allow_private=False)
+    async with app_client(guarded, smtp, "hana@exemplo.com") as client:
+        await refuse_private_and_plain_http(client)
+
+
+async def refuse_private_and_plain_http(client: httpx.AsyncClient) -> None:
+    key = await new_key(client)
+    for url, message in (
+        ("http://exemplo.com/ganchos", addresses.NOT_HTTPS),
+        ("https://127.0.0.1/ganchos", addresses.PRIVATE),
+        ("https://169.254.169.254/latest", addresses.PRIVATE),
+        ("https://[::1]/ganchos", addresses.PRIVATE),
+        ("https://10.1.2.3/ganchos", addresses.PRIVATE),
+        ("https://localhost/ganchos", addresses.PRIVATE),
+        ("ftp://exemplo.com/", addresses.NOT_A_URL),
+    ):
+        refused = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
+        assert refused.status_code == 422, url
+        assert refused.json()["campos"] == {"url": message}, url
+
+
+async def test_a_url_that_turned_private_is_refused_at_delivery(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    key, _ = await register(client, receiver)  # registered while private addresses were allowed
+    await client.post("/api/v1/convites", json={"email": "gil@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+    guarded = local(settings, webhook_allow_private=False)
+    assert await deliver.deliver(db, row.public_id, guarded) == "pendente"
+    [row] = await deliveries(db)
+    assert row.snippet == addresses.NOT_HTTPS and receiver.received == []
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(url=receiver.url.replace("http://", "https://")))
+        await conn.execute(update(webhook_deliveries).values(available_at=row.created_at))
+    assert await deliver.deliver(db, row.public_id, guarded) == "pendente"
+    [row] = await deliveries(db)
+    assert row.snippet == addresses.PRIVATE and receiver.received == []
+
+
+async def test_webhooks_are_listed_and_deleted_only_by_their_account(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    other_client: Any,
+    receiver: Receiver,
+) -> None:
+    key, webhook_id = await register(client, receiver)
+    async with other_client() as other:
+        other_key = await new_key(other)
+        assert (await other.get("/api/v1/webhooks", headers=bearer(other_key))).json() == {
+            "webhooks": []
+        }
+        gone = await other.delete(f"/api/v1/webhooks/{webhook_id}", headers=bearer(other_key))
+        assert gone.status_code == 404
+        assert await resend(db, 999, "msg_x") is False
+    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    assert [hook["id"] for hook in listed] == [webhook_id]
+    assert "secret" not in listed[0]
+    deleted = await client.delete(f"/api/v1/webhooks/{webhook_id}", headers=bearer(key))
+    assert deleted.status_code == 204
+    assert (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"] == []
+
+
+async def test_the_page_creates_a_webhook_and_shows_its_secret_once(
+    settings: Settings, smtp: ScriptedSmtp, receiver: Receiver
+) -> None:
+    guarded = replace(settings, webhook_allow_private=False)
+    async with app_client(guarded, smtp, "ines@exemplo.com") as client:
+        await the_page(client)
+    async with app_client(settings, smtp, "ines@exemplo.com") as client:
+        form = await client.get("/conta/webhooks")
+        made = await client.post(
+            "/conta/webhooks", data={"csrf_token": page_token(form.text), "url": receiver.url}
+        )
+        assert made.status_code == 201 and made.headers["cache-control"] == "no-store"
+        assert 'id="segredo">whsec_' in made.text
+        assert "whsec_" not in (await client.get("/conta/webhooks")).text
+        await client.post("/api/v1/convites", json={}, headers={})  # 401: no key, no change
+
+
+async def the_page(client: httpx.AsyncClient) -> None:
+    form = await client.get("/conta/webhooks")
+    assert form.status_code == 200 and "Você ainda não tem webhooks." in form.text
+    token = page_token(form.text)
+    refused = await client.post(
+        "/conta/webhooks", data={"csrf_token": token, "url": "http://exemplo.com/x"}
+    )
+    assert refused.status_code == 422 and addresses.NOT_HTTPS in refused.text
+    no_token = await client.post("/conta/webhooks", data={"url": "https://exemplo.com/x"})
+    assert no_token.status_code == 403
+
+
+def test_private_receivers_cannot_be_allowed_in_production() -> None:
+    production = {"APP_ENV": "production", "SECRET_KEY": "k" * 40}
+    assert load_settings(production).webhook_allow_private is False
+    with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE"):
+        load_settings({**production, "WEBHOOK_ALLOW_PRIVATE": "true"})
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("93.184.215.14", True),
+        ("2606:4700::1111", True),
+        ("127.0.0.1", False),
+        ("10.0.0.1", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),
+        ("100.64.0.1", False),
+        ("0.0.0.0", False),
+        ("224.0.0.1", False),
+        ("240.0.0.1", False),
+        ("::1", False),
+        ("fe80::1", False),
+        ("fc00::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("ff02::1", False),
+    ],
+)
+def test_only_public_addresses_pass_the_guard(address: str, public: bool) -> None:
+    assert addresses.is_public(address) is public
