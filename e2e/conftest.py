@@ -131,6 +131,9 @@ def running_stack(
         # Every browser context signs in from 127.0.0.1: the per-network hourly limit is for
         # people, not for a suite (tests/test_rate_limits.py proves it).
         SIGNIN_LINKS_PER_CLIENT_PER_HOUR=1000,
+        # One quick retry, then falhou: a failed webhook delivery within seconds
+        # (e2e/test_webhooks_in_browser.py).
+        WEBHOOK_RETRY_BACKOFF_SECONDS="1",
     )
     with stack.running():
         yield stack

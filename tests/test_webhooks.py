@@ -7,12 +7,14 @@ worker at a time; the SSRF guard at registration and at delivery. SQLite or Post
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
+from openapi_schema_validator import OAS31Validator
 from sqlalchemy import select, update
 
 from app.config import ConfigError, Settings, load_settings
@@ -22,11 +24,12 @@ from app.web import webhooks as webhook_pages
 from app.webhooks import addresses, deliver
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
-from tests.fixtures import MovableClock, app_client, drain
+from tests.fixtures import ROOT, MovableClock, app_client, drain
 from tests.helpers import JSON, page_token
 from tests.services import ScriptedSmtp
 from tests.webhook_receiver import STALL, Receiver, webhook_receiver
 
+SPEC = json.loads((ROOT / "app" / "api" / "openapi.json").read_text())
 LOCAL = {"webhook_allow_private": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
 
 
@@ -40,6 +43,12 @@ def local(settings: Settings, **more: Any) -> Settings:
     return replace(settings, **{**LOCAL, **more})
 
 
+def matches(instance: Any, schema_name: str) -> None:
+    """``instance`` is what the OpenAPI document says ``schema_name`` is."""
+    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": SPEC["components"]}
+    OAS31Validator(schema).validate(instance)
+
+
 async def register(client: httpx.AsyncClient, receiver: Receiver) -> tuple[str, str]:
     """An API key of ``client``'s account and a webhook to ``receiver`` made with it."""
     key = await new_key(client)
@@ -48,7 +57,8 @@ async def register(client: httpx.AsyncClient, receiver: Receiver) -> tuple[str, 
     )
     assert made.status_code == 201, made.text
     body = made.json()
-    assert set(body) == {"id", "url", "secret"} and body["secret"].startswith("whsec_")
+    matches(body, "WebhookCriado")
+    assert body["secret"].startswith("whsec_")
     receiver.secret = body["secret"]
     return key, body["id"]
 
@@ -95,6 +105,8 @@ async def test_each_status_change_is_delivered_signed_by_a_real_worker_run(
     assert len(receiver.received) == 3 and all(d.verified for d in receiver.received)
     assert set(by_type) == {"convite.pendente", "convite.enviando", "convite.enviado"}
     sent = by_type["convite.enviado"]
+    for each in receiver.received:
+        matches(each.body, "EventoConvite")
     assert sent.body["data"]["id"] == invite_id and sent.body["data"]["status"] == "enviado"
     assert [step["status"] for step in sent.body["data"]["historico"]] == [
         "pendente",
@@ -197,6 +209,7 @@ async def test_after_max_failed_deliveries_the_webhook_is_disabled_and_the_accou
     assert "Um webhook seu foi desativado" in account.text
 
     # Reenviar on a failed delivery: same id, a fresh round, the webhook enabled again.
+    assert await resend(db, 999_999, first.public_id) is False  # another account: no
     form = await client.get("/conta/webhooks")
     resent = await client.post(
         f"/conta/webhooks/entregas/{first.public_id}/reenviar",
@@ -291,8 +304,9 @@ async def test_webhooks_are_listed_and_deleted_only_by_their_account(
         }
         gone = await other.delete(f"/api/v1/webhooks/{webhook_id}", headers=bearer(other_key))
         assert gone.status_code == 404
-        assert await resend(db, 999, "msg_x") is False
-    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    answer = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()
+    matches(answer, "ListaWebhooks")
+    listed = answer["webhooks"]
     assert [hook["id"] for hook in listed] == [webhook_id]
     assert "secret" not in listed[0]
     deleted = await client.delete(f"/api/v1/webhooks/{webhook_id}", headers=bearer(key))

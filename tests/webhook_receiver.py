@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from tests.services import free_port
-from tests.waiting import eventually
+from tests.waiting import eventually, until
 
 STALL = "stall"
 
@@ -87,3 +88,24 @@ async def webhook_receiver() -> AsyncIterator[Receiver]:
         receiver.released.set()
         server.should_exit = True
         await task
+
+
+@contextlib.contextmanager
+def webhook_receiver_thread() -> Iterator[Receiver]:
+    """``webhook_receiver`` for a synchronous test (the browser tests): uvicorn in a thread of
+    its own, with its own event loop."""
+    receiver = Receiver(free_port())
+    app = Starlette(routes=[Route("/ganchos", receiver.handle, methods=["POST"])])
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=receiver.port, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    until(lambda: server.started or not thread.is_alive(), what="the webhook receiver listening")
+    assert server.started, "the webhook receiver did not start"
+    try:
+        yield receiver
+    finally:
+        server.should_exit = True
+        thread.join(10)
