@@ -344,7 +344,11 @@ async def the_page(client: httpx.AsyncClient) -> None:
 
 
 def test_private_receivers_cannot_be_allowed_in_production() -> None:
-    production = {"APP_ENV": "production", "SECRET_KEY": "k" * 40}
+    production = {
+        "APP_ENV": "production",
+        "SECRET_KEY": "k" * 40,
+        "PUBLIC_URL": "https://convites.exemplo.com",
+    }
     assert load_settings(production).webhook_allow_private is False
     with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE"):
         load_settings({**production, "WEBHOOK_ALLOW_PRIVATE": "true"})

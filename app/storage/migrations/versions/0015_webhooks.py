@@ -1,7 +1,7 @@
 """webhooks and webhook_deliveries: signed callbacks for every status change of an invite
 
 Revision ID: 0015
-Revises: 0014
+Revises: 0010
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0014"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
