@@ -362,7 +362,8 @@ async def listing(request: Request) -> Response:
     return render(request, "lotes.html", {"listed": listed, "paused": paused})
 
 
-def _status_filter(request: Request) -> Status | None:
+def status_filter(request: Request) -> Status | None:
+    """The batch page's ``?estado=`` (an unknown one shows every row)."""
     raw = request.query_params.get("estado", "")
     return Status(raw) if raw in {s.value for s in Status} else None
 
@@ -374,7 +375,7 @@ async def show(request: Request) -> Response:
     batch = await store.get_batch(db, sender_id(request), request.path_params["public_id"])
     if batch is None:
         return error_response(request, 404, "Lote não encontrado.")
-    status = _status_filter(request)
+    status = status_filter(request)
     rows = await store.batch_rows(db, batch, status)
     summary = progress.summarize(batch.size, await store.status_counts(db, batch.id))
     if wants_json(request):

@@ -18,6 +18,7 @@ from app.web import (
     cancelling,
     corrections,
     events,
+    exports,
     health,
     invites,
     mailbox,
@@ -36,6 +37,7 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         # The sender's invites, and their live stream.
         Route("/", invites.index, methods=["GET"]),
         Route("/convites", invites.list_mine, methods=["GET"]),
+        Route("/convites.csv", exports.my_invites, methods=["GET"]),
         Route("/convites", invites.create, methods=["POST"]),
         Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/resumo", summary.show, methods=["GET"]),
@@ -76,6 +78,7 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/lotes/novo", batches.reopen, methods=["POST"]),
         Route("/lotes/revisar", batches.check, methods=["POST"]),
         Route("/lotes", batches.send, methods=["POST"]),
+        Route("/lotes/{public_id}.csv", exports.batch, methods=["GET"]),
         Route("/lotes/{public_id}", batches.show, methods=["GET"]),
         Route("/lotes/{public_id}/eventos", batch_stream.stream, methods=["GET"]),
         # The HTTP API: the same handlers, for an API key (app/web/api.py).
