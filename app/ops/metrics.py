@@ -42,6 +42,7 @@ T = TypeVar("T")
 
 SSE_KEY = "convites:sse:connections"
 BOUNCES_REFUSED_KEY = "convites:metrics:bounces_refused"
+RETENTION_KEY = "convites:metrics:retention_deleted"
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,23 @@ async def refused_bounces(redis: Redis) -> dict[str, int]:
     return {_text(reason): int(count) for reason, count in raw.items()}
 
 
+async def count_retention(redis: Redis, removed: Mapping[str, int]) -> None:
+    """Rows the retention job deleted, by table (the rows are gone: Redis keeps the count).
+    An outage costs the count, never the deletion."""
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            for table, count in removed.items():
+                pipe.hincrby(RETENTION_KEY, table, count)
+            await pipe.execute()
+    except Exception as exc:
+        log.warning("could not count the retention purge", extra={"error": repr(exc)})
+
+
+async def retention_deleted(redis: Redis) -> dict[str, int]:
+    raw = await _done(redis.hgetall(RETENTION_KEY))
+    return {_text(table): int(count) for table, count in raw.items()}
+
+
 class SseConnections:
     """Open SSE connections of this web process, published to Redis for ``/metrics``.
 
@@ -187,6 +205,7 @@ class Snapshot:
     bounces_refused: dict[str, int] | None = None  # reason → refused at SMTP time
     bounces: dict[tuple[str, str], int] | None = None  # (class, outcome) → bounces kept
     endings: dict[str, int] | None = None  # aceito/recusado/expirado/cancelado → events
+    retention_deleted: dict[str, int] | None = None  # table → rows the retention job deleted
 
 
 ENDINGS = (Status.ACEITO, Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)
@@ -233,8 +252,9 @@ async def redis_counters(redis: Redis, snapshot: Snapshot, sse_stale_after: floa
     histograms = {h.name: await h.read(redis) for h in HISTOGRAMS}
     sse_connections = await open_sse_connections(redis, sse_stale_after)
     bounces_refused = await refused_bounces(redis)
+    deleted = await retention_deleted(redis)
     snapshot.histograms, snapshot.sse_connections = histograms, sse_connections
-    snapshot.bounces_refused = bounces_refused
+    snapshot.bounces_refused, snapshot.retention_deleted = bounces_refused, deleted
 
 
 class SnapshotCollector(Collector):
@@ -321,6 +341,15 @@ class SnapshotCollector(Collector):
                     labels=["reason"],
                 ),
                 snap.bounces_refused,
+            )
+        if snap.retention_deleted is not None:
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_retention_deleted",
+                    "Rows the daily retention job deleted (RETENTION_DAYS), by table.",
+                    labels=["table"],
+                ),
+                snap.retention_deleted,
             )
         if snap.sse_connections is not None:
             yield _gauge(

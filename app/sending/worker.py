@@ -28,11 +28,13 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from app.clock import utcnow
 from app.config import Settings, load_settings
+from app.consent import retention
 from app.live.wakeups import Announcer
 from app.logs import configure_logging
 from app.ops.heap import collector_tuned_for_serving
-from app.ops.metrics import Observations
+from app.ops.metrics import Observations, count_retention
 from app.sending.attempt import send_invite
 from app.sending.heartbeat import WORKERS, beat, forget
 from app.sending.mailer import (
@@ -100,6 +102,13 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
         webhook_requeue_seconds=lease_seconds(ctx["settings"]),
     )
     return vars(done)
+
+
+async def purge_ended(ctx: dict[str, Any]) -> dict[str, int]:
+    """The daily arq cron around the retention purge (``app.consent.retention``)."""
+    removed = await retention.purge(ctx["db"], utcnow(), ctx["settings"].retention_days)
+    await count_retention(ctx["redis"], removed)
+    return dict(removed)
 
 
 async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
@@ -191,7 +200,16 @@ def worker_options(settings: Settings) -> dict[str, Any]:
                 second=set(range(0, 60, 2)),
                 run_at_startup=True,
                 timeout=SWEEP_TIMEOUT_SECONDS,
-            )
+            ),
+            # Once a day, at 03:30 UTC (night in Brazil); arq runs each cron once per moment,
+            # whichever of many workers takes it.
+            cron(
+                tracked(purge_ended),
+                hour={3},
+                minute={30},
+                second={0},
+                timeout=retention.TIMEOUT_SECONDS,
+            ),
         ],
         "on_startup": startup,
         "on_shutdown": shutdown,

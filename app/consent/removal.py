@@ -1,0 +1,42 @@
+"""Deleting invites with everything that hangs from them, for retention and erasure alike.
+
+An invite's events, links, bounces, outbox rows and sign-in links point at it (foreign keys,
+enforced on SQLite too), so they go first, in the same transaction as the invite.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, Table, delete
+
+from app.storage.tables import bounces, invite_events, invite_links, invites, outbox, signin_tokens
+
+#: What hangs from an invite, deleted before it.
+DEPENDENTS: tuple[Table, ...] = (invite_events, invite_links, bounces, outbox, signin_tokens)
+
+#: How each table's rows are named where a person reads the counts (``python -m app esquecer``).
+LABELS = {
+    "invites": "convites e e-mails de acesso",
+    "invite_events": "eventos",
+    "invite_links": "links de convite",
+    "bounces": "devoluções",
+    "outbox": "envios na fila (outbox)",
+    "signin_tokens": "links de acesso",
+    "accounts": "contas",
+    "sessions": "sessões (aparelhos)",
+    "batches": "lotes",
+}
+
+
+def delete_invites(conn: Connection, invite_ids: Sequence[int]) -> Counter[str]:
+    """Delete these invites and their dependents; how many rows of each table went."""
+    removed: Counter[str] = Counter()
+    if not invite_ids:
+        return removed
+    ids = list(invite_ids)
+    for table in (*DEPENDENTS, invites):
+        column = table.c.id if table is invites else table.c.invite_id
+        removed[table.name] += conn.execute(delete(table).where(column.in_(ids))).rowcount
+    return removed
