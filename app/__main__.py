@@ -1,5 +1,5 @@
 """Command line: ``python -m app dev | worker | pause | resume | migrate | mailbox | bounces |
-status | reconcile | retry | suppression``."""
+status | reconcile | retry | suppression | esquecer``."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     lift.add_argument("email")
     lift.add_argument("--motivo", required=True, help="why (logged)")
     lift.add_argument("--quem", help="who lifts it (logged; default: this system user)")
+    forget = commands.add_parser("esquecer", help="erase an e-mail address everywhere (LGPD)")
+    forget.add_argument("email", help="the address to forget")
     args = parser.parse_args(argv)
 
     try:
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_receiver(load_settings())
         if args.command in ("pause", "resume"):
             return _pause(args)
+        if args.command == "esquecer":
+            return _forget(args.email)
         if args.command in ("status", "reconcile", "retry", "suppression"):
             return _oncall(args)
     except ConfigError as exc:
@@ -89,6 +93,23 @@ def _pause(args: argparse.Namespace) -> int:
                 return f"Envio pausado desde {pause.since:%Y-%m-%d %H:%M:%S} UTC."
             resumed = await resume_sending(db)
             return "Envio retomado." if resumed else "O envio não estava pausado."
+        finally:
+            await db.dispose()
+
+    print(asyncio.run(run()))
+    return 0
+
+
+def _forget(email: str) -> int:
+    import asyncio
+
+    from app.consent.erasure import forget, report
+    from app.storage.database import Database
+
+    async def run() -> str:
+        db = Database(load_settings().database_url)
+        try:
+            return report(email, await forget(db, email))
         finally:
             await db.dispose()
 

@@ -27,6 +27,9 @@ LABELS = {
     "accounts": "contas",
     "sessions": "sessões (aparelhos)",
     "batches": "lotes",
+    "invites.error": "motivos de outros convites (endereço substituído)",
+    "invites.message": "mensagens de outros convites (endereço substituído)",
+    "invite_events.error": "motivos no histórico de outros convites (endereço substituído)",
 }
 
 

@@ -142,6 +142,9 @@ def _sqlite_settings(engine: Engine, *, immediate: bool) -> None:
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # A deleted row's bytes are overwritten, not left in free space: an erased address
+        # (``python -m app esquecer``) must be in no page of the file.
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")

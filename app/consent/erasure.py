@@ -1,0 +1,169 @@
+"""Erasure (LGPD): an address forgotten everywhere Convites kept it.
+
+``python -m app esquecer EMAIL`` and the invitee's confirmed **Apagar meus dados**
+(``app.web.erasure``) both call ``forget``. In one transaction it deletes:
+
+- as invitee: every invite to the address (invitations, sign-in and confirmation mails), with
+  their events, links, bounces, outbox rows and sign-in links;
+- as account: the account, its sessions (the devices on ``/conta``), and what only it could
+  see: the invites and batches it sent (their rows name the account's address as the sender);
+- any other bounce whose report mentions the address (one that named no invite, or an invite
+  since corrected to another address);
+- the address's words in the texts of other invites (a reason quoting it, a Mensagem naming
+  it), replaced by ``[endereço apagado]``.
+
+Then, on SQLite, the write-ahead log is checkpointed and truncated: with ``secure_delete`` on
+every connection (``app.storage.database``) the deleted bytes are overwritten in the database
+file, and the log that still held the old pages is emptied, so the address is in no file.
+
+Matching is by the address in lower case (``same_address``), as accounts, duplicates and limits
+match it. What lives outside the database is not touched here: Redis rate-limit keys hold the
+address for at most a day, and the mail server's and the logs' own retention apply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import Connection, Text, cast, delete, func, or_, select, update
+
+from app.consent.removal import LABELS, delete_invites
+from app.invites.validation import same_address
+from app.storage.database import Database
+from app.storage.tables import (
+    accounts,
+    batches,
+    bounces,
+    invite_events,
+    invites,
+    sessions,
+    signin_tokens,
+)
+
+log = logging.getLogger(__name__)
+
+ERASED = "[endereço apagado]"
+
+
+def forget_suppression(conn: Connection, email: str) -> Counter[str]:
+    """The suppression list's part of an erasure: not connected yet.
+
+    The suppression list (``suppressions``, keyed by ``address_hash``, with a nullable
+    ``email``) is built beside this module; when it lands, this keeps an opted-out address's
+    entry as its hash only (the ``email`` set to NULL) and deletes the others, and returns how
+    many rows it changed. Until then it changes nothing and says so.
+    """
+    return Counter()
+
+
+def _invite_ids(conn: Connection, *where: Any) -> list[int]:
+    return list(conn.execute(select(invites.c.id).where(*where)).scalars())
+
+
+def _as_account(conn: Connection, address: str) -> Counter[str]:
+    removed: Counter[str] = Counter()
+    account = conn.execute(select(accounts).where(accounts.c.email == address)).first()
+    if account is None:
+        return removed
+    removed += delete_invites(conn, _invite_ids(conn, invites.c.sender_id == account.public_id))
+    for table, where in (
+        (batches, batches.c.sender_id == account.public_id),
+        (sessions, sessions.c.account_id == account.id),
+        (accounts, accounts.c.id == account.id),
+    ):
+        removed[table.name] += conn.execute(delete(table).where(where)).rowcount
+    return removed
+
+
+def _raw_text(conn: Connection, column: Any) -> Any:
+    """A bounce's raw bytes, lower-cased, as text this database can search (an address is
+    ASCII; other bytes stay, or are escaped on PostgreSQL, and match nothing)."""
+    if conn.dialect.name == "sqlite":
+        return func.lower(cast(column, Text))
+    return func.lower(func.encode(column, "escape"))
+
+
+def _in_texts(conn: Connection, address: str) -> Counter[str]:
+    removed: Counter[str] = Counter()
+    mentioned = conn.execute(
+        delete(bounces).where(
+            or_(
+                *(
+                    text.contains(address, autoescape=True)
+                    for text in (
+                        _raw_text(conn, bounces.c.raw),
+                        func.lower(bounces.c.diagnostic),
+                        func.lower(bounces.c.reason),
+                        func.lower(bounces.c.problem),
+                    )
+                )
+            )
+        )
+    )
+    removed["bounces"] += mentioned.rowcount
+    for table, column in (
+        (invites, invites.c.error),
+        (invites, invites.c.message),
+        (invite_events, invite_events.c.error),
+    ):
+        # As written first; a spelling in other letter case, with the whole text lower-cased.
+        for text in (column, func.lower(column)):
+            changed = conn.execute(
+                update(table)
+                .where(func.lower(column).contains(address, autoescape=True))
+                .values({column.name: func.replace(text, address, ERASED)})
+            )
+            removed[f"{table.name}.{column.name}"] += changed.rowcount
+    return removed
+
+
+def forget_in(conn: Connection, email: str) -> Counter[str]:
+    """Everything ``forget`` deletes, in the caller's transaction; rows per table."""
+    address = same_address(email)
+    removed = delete_invites(conn, _invite_ids(conn, func.lower(invites.c.email) == address))
+    removed += _as_account(conn, address)
+    leftover = delete(signin_tokens).where(func.lower(signin_tokens.c.email) == address)
+    removed["signin_tokens"] += conn.execute(leftover).rowcount
+    removed += _in_texts(conn, address)
+    removed += forget_suppression(conn, address)
+    return +removed
+
+
+async def checkpoint(db: Database) -> None:
+    """SQLite: copy the write-ahead log into the database file and truncate it, so the pages
+    that held erased rows are nowhere but overwritten. A reader in the middle of a snapshot
+    (another process) can hold the log back; the next checkpoint then finishes the job."""
+    if not db.is_sqlite:
+        return
+    async with db.writer.connect() as conn:
+        # The driver's own connection: SQLAlchemy would open a transaction around the pragma,
+        # and a checkpoint cannot empty the log from inside one.
+        sqlite = (await conn.get_raw_connection()).driver_connection
+        assert sqlite is not None
+        cursor = await sqlite.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, _, _ = await cursor.fetchone()
+        await cursor.close()
+    if busy:
+        log.warning("erasure: the write-ahead log is in use; it is emptied at a later checkpoint")
+
+
+async def forget(db: Database, email: str) -> Counter[str]:
+    """Erase ``email`` everywhere (see the module); rows removed or changed, per table."""
+    async with db.write() as conn:
+        removed = await conn.run_sync(forget_in, email)
+    await checkpoint(db)
+    # No address in the log line: it would outlive the erasure in the log's own retention.
+    log.info("address erased", extra={f"removed_{k}": v for k, v in removed.items()})
+    return removed
+
+
+def report(email: str, removed: Counter[str]) -> str:
+    """What ``python -m app esquecer`` prints (pt-BR, like the other operator commands)."""
+    if not removed:
+        return f"Nada encontrado para {email}: nenhum dado a apagar."
+    lines = [f"Apagado tudo o que havia de {email}:"]
+    labelled = sorted((LABELS.get(name, name), count) for name, count in removed.items())
+    lines += [f"  {label}: {count}" for label, count in labelled]
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""Erasure: ``python -m app esquecer EMAIL`` (a real child process) forgets an address as
+invitee, as account (sessions, sign-in links, what it sent), in bounces and in other invites'
+texts; on SQLite the address's bytes are then in no file (the database, its WAL, its shm), on
+PostgreSQL in no row."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import Table, func, or_, select
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+from app.invites.status import Status
+from app.storage.database import Database
+from app.storage.tables import (
+    accounts,
+    bounces,
+    invite_events,
+    invites,
+    sessions,
+    signin_tokens,
+)
+from tests.fixtures import BACKEND, app_client, drain, process_env
+from tests.helpers import (
+    api_headers,
+    bounce_sample,
+    invite_row,
+    post_invite,
+    send_bounce,
+    verp_address,
+)
+from tests.services import ScriptedSmtp
+
+ANA = "ana@exemplo.com"
+
+
+def forget(settings: Settings, email: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", "esquecer", email],
+        env=process_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def rows_naming(db: Database, address: str) -> dict[str, int]:
+    """Rows of each table that still hold ``address`` in any text we keep."""
+    texts: dict[str, tuple[Table, list[Any]]] = {
+        "invites": (invites, [invites.c.email, invites.c.sender_email, invites.c.message]),
+        "invite_events": (invite_events, [invite_events.c.error]),
+        "accounts": (accounts, [accounts.c.email]),
+        "signin_tokens": (signin_tokens, [signin_tokens.c.email]),
+        "bounces": (bounces, [bounces.c.diagnostic, bounces.c.reason]),
+    }
+    found = {}
+    async with db.read() as conn:
+        for name, (table, columns) in texts.items():
+            where = or_(*(func.lower(column).like(f"%{address}%") for column in columns))
+            query = select(func.count()).select_from(table).where(where)
+            found[name] = int((await conn.execute(query)).scalar_one())
+        raws = (await conn.execute(select(bounces.c.raw))).scalars().all()
+    found["bounces.raw"] = sum(address.encode() in bytes(raw).lower() for raw in raws)
+    return found
+
+
+def database_files(settings: Settings) -> list[Path]:
+    path = Path(make_url(settings.database_url).database or "")
+    return [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+
+
+async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
+    client: httpx.AsyncClient,
+    other_client: Any,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    bounce_port: int,
+) -> None:
+    to_ana = await post_invite(client, ANA, "Ana")
+    kept = await client.post(
+        "/convites",
+        json={"email": "bia@exemplo.com", "mensagem": f"Traga a {ANA} também."},
+        headers=await api_headers(client),
+    )
+    async with other_client() as other:
+        await post_invite(other, "Ana@Exemplo.com")
+    async with app_client(settings, smtp, ANA) as ana:
+        await post_invite(ana, "caio@exemplo.com")  # what ana's account sent
+        await drain(settings)
+        invite = await invite_row(db, to_ana["id"])
+        raw = bounce_sample("gmail.eml", invite, settings)
+        await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
+        assert (await invite_row(db, to_ana["id"])).status == Status.DEVOLVIDO
+        assert sum((await rows_naming(db, ANA)).values()) > 0
+
+        done = forget(settings, "Ana@Exemplo.com")
+
+        assert done.returncode == 0, done.stderr
+        assert (await ana.get("/")).text.count("Entrar") > 0  # the session went with the account
+    printed = done.stdout.splitlines()
+    assert printed[0] == "Apagado tudo o que havia de Ana@Exemplo.com:"
+    assert printed[1:] == sorted(printed[1:])  # by what a person reads
+    assert "  contas: 1" in printed and "  sessões (aparelhos): 1" in printed
+    assert "  devoluções: 1" in printed and "  links de acesso: 1" in printed
+    # ana's invitations (2), her sign-in mail (1), and the invite her account sent (1)
+    assert "  convites e e-mails de acesso: 4" in printed
+    assert "  mensagens de outros convites (endereço substituído): 1" in printed
+    assert await rows_naming(db, ANA) == dict.fromkeys(
+        ["invites", "invite_events", "accounts", "signin_tokens", "bounces", "bounces.raw"], 0
+    )
+    bia = await invite_row(db, kept.json()["id"])
+    assert bia.message == "Traga a [endereço apagado] também."
+    async with db.read() as conn:
+        assert (await conn.execute(select(func.count()).select_from(sessions))).scalar() >= 1
+    if BACKEND == "sqlite":
+        files = database_files(settings)
+        assert files and all(ANA.encode() not in f.read_bytes().lower() for f in files)
+
+
+async def test_every_sqlite_connection_overwrites_deleted_rows(db: Database) -> None:
+    # Debian's SQLite defaults to secure_delete=1 (compile option), so this only fails on a
+    # build that defaults to 0 if the pragma in app/storage/database.py goes.
+    if not db.is_sqlite:
+        return
+    for engine in (db.writer, db.reader):
+        async with engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA secure_delete")).scalar() == 1
+
+
+async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings) -> None:
+    done = forget(settings, "ninguem@exemplo.com")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Nada encontrado para ninguem@exemplo.com: nenhum dado a apagar.\n"
