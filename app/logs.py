@@ -61,8 +61,9 @@ class QuietJobs(logging.Filter):
         return record.msg not in self.QUIET
 
 
-#: A link that signs a person in (``/entrar/{token}``) or answers an invitation (``/c/{token}``).
-_SECRET_PATH = re.compile(r"(/(?:c|entrar)/)[A-Za-z0-9_-]{16,}")
+#: A link that signs a person in (``/entrar/{token}``), answers an invitation (``/c/{token}``) or
+#: confirms an erasure (``/apagar/{id}.{tag}``).
+_SECRET_PATH = re.compile(r"(/(?:c|entrar|apagar)/)[A-Za-z0-9_.-]{16,}")
 HIDDEN = r"\1<oculto>"
 
 

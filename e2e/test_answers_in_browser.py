@@ -98,6 +98,8 @@ def test_the_invitee_accepts_on_a_phone_and_the_senders_page_hears_it_once(
         "Vem para o churrasco! <b>Sábado</b> às 13h.",
         "button, Aceitar convite",
         "button, Recusar",
+        "heading, Seus dados, level 2",
+        "button, Apagar meus dados",
     ]
     assert reading.index("Mensagem de Marta Souza:") < reading.index("button, Aceitar convite")
     main = phone.locator("main")
@@ -154,7 +156,8 @@ def test_a_decline_is_heard_once_by_name_and_is_final(
 
     expect(other.get_by_role("heading", level=1)).to_contain_text("Você recusou o convite")
     expect(other.locator("main")).to_contain_text("Peça a Marta Souza que envie o convite de novo")
-    expect(other.get_by_role("button")).to_have_count(0)  # no way to turn the no into a yes
+    # No way to turn the no into a yes: the one button left erases the invitee's data.
+    expect(other.get_by_role("button")).to_have_text(["Apagar meus dados"])
     assert_no_axe_violations(other, "the declined page")
     # The sender gave a name: the person is named, not their address.
     wait_for_heard(page, polite(DECLINED.format(name)))

@@ -51,6 +51,11 @@ def test_the_access_log_line_of_a_link_hides_its_token(
     assert "/entrar/<oculto>" in lines[2]["message"]
 
 
+def test_an_erasure_confirmation_link_is_hidden_whole() -> None:
+    token = "Ab3_-x9KqLmN0pQr.c2lnbmF0dXJlLW9mLXRoZS1yZXF1ZXN0LWlk"
+    assert hide_secrets(f"POST /apagar/{token} HTTP/1.1") == "POST /apagar/<oculto> HTTP/1.1"
+
+
 def test_other_paths_are_logged_as_they_are() -> None:
     for path in ("/convites/Ab3_-x9KqLmN0pQr", "/c/curto", "/lotes/novo", "/caixa/x.eml"):
         assert hide_secrets(path) == path

@@ -53,16 +53,19 @@ class Invite:
     next_attempt_at: datetime | None
     lease_expires_at: datetime | None
     correlation_id: str
-    kind: str  # INVITE or SIGNIN_MAIL
+    kind: str  # INVITE, SIGNIN_MAIL or ERASURE_MAIL
     sender_name: str | None  # who the invitation names (None on anonymous-era rows)
     sender_email: str | None
     message: str | None = None  # the sender's optional Mensagem, plain text
     batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
 
 
-#: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
+#: ``Invite.kind``: an invitation, a sign-in link mail, or the confirmation link of an erasure
+#: the invitee asked for (``app.consent.confirmation``); the mails go through the same
+#: pipeline and are never listed.
 INVITE = "convite"
 SIGNIN_MAIL = "acesso"
+ERASURE_MAIL = "apagar"
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from app import clock, ratelimit
 from app.accounts import signin
 from app.clock import utcnow
 from app.config import Settings
-from app.consent import suppression
+from app.consent import confirmation, suppression
 from app.invites import queries, transitions
-from app.invites.records import SIGNIN_MAIL, Change, Invite
+from app.invites.records import ERASURE_MAIL, INVITE, SIGNIN_MAIL, Change, Invite
 from app.invites.status import Status
 from app.logs import correlation_id
 from app.ops.metrics import ACCEPTED_TO_SENT, SEND_DURATION
@@ -47,10 +47,11 @@ SENDER_SHARE_SPENT = (
 
 
 async def _spend_hourly_budget(ctx: dict[str, Any], invite: Invite) -> ratelimit.Refusal | None:
-    """A sign-in mail always goes (it is only counted, so invitations give way to it); an
-    invitation takes one unit of the shared hour and of its sender's share, or waits."""
+    """A sign-in or erasure confirmation mail always goes (it is only counted, so invitations
+    give way to it); an invitation takes one unit of the shared hour and of its sender's share,
+    or waits."""
     settings: Settings = ctx["settings"]
-    if invite.kind == SIGNIN_MAIL:
+    if invite.kind != INVITE:
         await ratelimit.count_send(ctx["redis"], ratelimit.global_send_limit(settings))
         return None
     return await ratelimit.take(
@@ -108,9 +109,12 @@ async def _send_timed(
     if not _lease_leaves_time(invite, settings.sending_lease_seconds):
         raise TooLateToSend
     # The mail's link is durable before the mail leaves: an invitation's was issued with its
-    # claim (replacing older ones); a sign-in mail's is made now.
+    # claim (replacing older ones); a sign-in mail's is made now; an erasure confirmation's is
+    # signed, nothing stored.
     if invite.kind == SIGNIN_MAIL:
         token: str | None = await signin.issue(ctx["db"], invite, settings.signin_ttl_seconds)
+    elif invite.kind == ERASURE_MAIL:
+        token = confirmation.link_token(settings.secret_key, invite.public_id)
     else:
         token = link
     await ctx["mailer"].send(

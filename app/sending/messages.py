@@ -1,4 +1,5 @@
-"""What each mail says, in pt-BR: the invitation (naming its sender) and the sign-in link.
+"""What each mail says, in pt-BR: the invitation (naming its sender), the sign-in link and the
+confirmation of an erasure.
 
 The standard ``email`` package writes the message (RFC 5322 headers, encoded words for names,
 MIME parts); every person-supplied text is escaped for the HTML part.
@@ -15,8 +16,9 @@ from email.utils import formatdate
 
 from app.bounces.addresses import bounce_address, envelope_id, opt_out_address
 from app.config import Settings
+from app.consent.confirmation import LINK_TTL_SECONDS
 from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
-from app.invites.records import SIGNIN_MAIL, Invite
+from app.invites.records import ERASURE_MAIL, SIGNIN_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
 
 
@@ -200,9 +202,32 @@ def signin_link(settings: Settings, invite: Invite, token: str, minutes: int) ->
     )
 
 
+def erasure_confirmation(
+    settings: Settings, invite: Invite, token: str, hours: int
+) -> OutgoingMail:
+    """The link that confirms **Apagar meus dados** (``app.consent.confirmation``)."""
+    link = f"{settings.public_url}/apagar/{token}"
+    lines = (
+        "Alguém pediu, na página de um convite, para apagar os dados deste endereço no Convites.",
+        "Para confirmar, abra o link abaixo e aperte Apagar meus dados:",
+        f"Ele vale por {hours} horas. Se não foi você quem pediu, ignore este e-mail: "
+        "nada será apagado.",
+    )
+    text = f"Olá!\n\n{lines[0]}\n\n{lines[1]}\n{link}\n\n{lines[2]}\n"
+    return compose(
+        settings,
+        invite,
+        "Confirme: apagar seus dados do Convites",
+        text,
+        _page("Olá!", lines[0], lines[2], lines[1], link=(link, "Confirmar e apagar meus dados")),
+    )
+
+
 def build_message(settings: Settings, invite: Invite, token: str | None = None) -> OutgoingMail:
     """The mail this row asks for, with the link ``token`` the worker issued for this attempt."""
     assert token is not None, "every mail carries the link the worker issued for it"
     if invite.kind == SIGNIN_MAIL:
         return signin_link(settings, invite, token, max(1, settings.signin_ttl_seconds // 60))
+    if invite.kind == ERASURE_MAIL:
+        return erasure_confirmation(settings, invite, token, LINK_TTL_SECONDS // 3600)
     return invitation(settings, invite, token)

@@ -17,6 +17,7 @@ from app.web import (
     batches,
     cancelling,
     corrections,
+    erasure,
     events,
     exports,
     health,
@@ -72,6 +73,10 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/descadastro/{public_id}/{signature}", optout.show, methods=["GET"]),
         Route("/descadastro/{public_id}/{signature}", optout.confirm, methods=["POST"]),
         Route("/descadastro/{public_id}/{signature}/voltar", optout.take_back, methods=["POST"]),
+        # The invitee's data erased, confirmed through a mailed link.
+        Route("/c/{token}/apagar", erasure.ask, methods=["POST"]),
+        Route("/apagar/{token}", erasure.show, methods=["GET"]),
+        Route("/apagar/{token}", erasure.confirm, methods=["POST"]),
         # Batches.
         Route("/lotes", batches.listing, methods=["GET"]),
         Route("/lotes/novo", batches.new, methods=["GET"]),
