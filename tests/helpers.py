@@ -11,7 +11,7 @@ from typing import Any
 import aiosmtplib
 import httpx
 from redis.asyncio import Redis
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, or_, select
 
 from app.bounces.addresses import bounce_address
 from app.config import Settings
@@ -20,7 +20,7 @@ from app.invites.records import INVITE, Change, Invite, record_from
 from app.invites.status import Status
 from app.live.wakeups import Announcer
 from app.storage.database import Database
-from app.storage.tables import invite_events, invites, outbox
+from app.storage.tables import accounts, bounces, invite_events, invites, outbox, signin_tokens
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
 from tests.waiting import eventually
@@ -186,3 +186,23 @@ async def send_bounce(port: int, raw: bytes, to: str) -> None:
         except aiosmtplib.SMTPRecipientRefused as exc:
             raise aiosmtplib.SMTPRecipientsRefused([exc]) from exc
         await client.data(raw)
+
+
+async def rows_naming(db: Database, address: str) -> dict[str, int]:
+    """Rows of each table that still hold ``address`` in any text we keep."""
+    texts: dict[str, tuple[Table, list[Any]]] = {
+        "invites": (invites, [invites.c.email, invites.c.sender_email, invites.c.message]),
+        "invite_events": (invite_events, [invite_events.c.error]),
+        "accounts": (accounts, [accounts.c.email]),
+        "signin_tokens": (signin_tokens, [signin_tokens.c.email]),
+        "bounces": (bounces, [bounces.c.diagnostic, bounces.c.reason]),
+    }
+    found = {}
+    async with db.read() as conn:
+        for name, (table, columns) in texts.items():
+            where = or_(*(func.lower(column).like(f"%{address}%") for column in columns))
+            query = select(func.count()).select_from(table).where(where)
+            found[name] = int((await conn.execute(query)).scalar_one())
+        raws = (await conn.execute(select(bounces.c.raw))).scalars().all()
+    found["bounces.raw"] = sum(address.encode() in bytes(raw).lower() for raw in raws)
+    return found

@@ -11,26 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Table, func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.invites.status import Status
 from app.storage.database import Database
-from app.storage.tables import (
-    accounts,
-    bounces,
-    invite_events,
-    invites,
-    sessions,
-    signin_tokens,
-)
+from app.storage.tables import sessions
 from tests.fixtures import BACKEND, app_client, drain, process_env
 from tests.helpers import (
     api_headers,
     bounce_sample,
     invite_row,
     post_invite,
+    rows_naming,
     send_bounce,
     verp_address,
 )
@@ -47,26 +41,6 @@ def forget(settings: Settings, email: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
-
-
-async def rows_naming(db: Database, address: str) -> dict[str, int]:
-    """Rows of each table that still hold ``address`` in any text we keep."""
-    texts: dict[str, tuple[Table, list[Any]]] = {
-        "invites": (invites, [invites.c.email, invites.c.sender_email, invites.c.message]),
-        "invite_events": (invite_events, [invite_events.c.error]),
-        "accounts": (accounts, [accounts.c.email]),
-        "signin_tokens": (signin_tokens, [signin_tokens.c.email]),
-        "bounces": (bounces, [bounces.c.diagnostic, bounces.c.reason]),
-    }
-    found = {}
-    async with db.read() as conn:
-        for name, (table, columns) in texts.items():
-            where = or_(*(func.lower(column).like(f"%{address}%") for column in columns))
-            query = select(func.count()).select_from(table).where(where)
-            found[name] = int((await conn.execute(query)).scalar_one())
-        raws = (await conn.execute(select(bounces.c.raw))).scalars().all()
-    found["bounces.raw"] = sum(address.encode() in bytes(raw).lower() for raw in raws)
-    return found
 
 
 def database_files(settings: Settings) -> list[Path]:

@@ -14,9 +14,8 @@ from app.consent.confirmation import LINK_TTL_SECONDS
 from app.storage.database import Database
 from tests.answering import invited, press
 from tests.fixtures import MovableClock, drain
-from tests.helpers import page_token
+from tests.helpers import page_token, rows_naming
 from tests.services import ScriptedSmtp
-from tests.test_erasure import rows_naming
 
 ANA = "ana@exemplo.com"
 CONFIRM_LINK = re.compile(r"/apagar/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
