@@ -86,7 +86,8 @@ def test_the_invitee_asks_confirms_and_hears_each_page_once(
         "paragraph",
         "Vamos apagar do Convites tudo o que guardamos deste endereço: os convites que ele "
         "recebeu, com o histórico e as respostas, e as devoluções de e-mail. Se houver uma conta "
-        "com este endereço, ela também será apagada, com as sessões e os convites que enviou.",
+        "com este endereço, ela também será apagada, com as sessões, as chaves de API e os "
+        "convites que enviou.",
         "end of paragraph",
         "paragraph",
         "Não dá para desfazer.",

@@ -20,7 +20,15 @@ from app.invites.records import INVITE, Change, Invite, record_from
 from app.invites.status import Status
 from app.live.wakeups import Announcer
 from app.storage.database import Database
-from app.storage.tables import accounts, bounces, invite_events, invites, outbox, signin_tokens
+from app.storage.tables import (
+    accounts,
+    bounces,
+    idempotency_keys,
+    invite_events,
+    invites,
+    outbox,
+    signin_tokens,
+)
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
 from tests.waiting import eventually
@@ -196,6 +204,7 @@ async def rows_naming(db: Database, address: str) -> dict[str, int]:
         "accounts": (accounts, [accounts.c.email]),
         "signin_tokens": (signin_tokens, [signin_tokens.c.email]),
         "bounces": (bounces, [bounces.c.diagnostic, bounces.c.reason]),
+        "idempotency_keys": (idempotency_keys, [idempotency_keys.c.body]),
     }
     found = {}
     async with db.read() as conn:

@@ -18,6 +18,7 @@ from app.config import Settings
 from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import sessions
+from tests.api_keys import bearer, new_key
 from tests.fixtures import BACKEND, app_client, drain, process_env
 from tests.helpers import (
     api_headers,
@@ -62,10 +63,16 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         json={"email": "bia@exemplo.com", "mensagem": f"Traga a {ANA} também."},
         headers=await api_headers(client),
     )
-    async with other_client() as other:
-        await post_invite(other, "Ana@Exemplo.com")
+    async with other_client() as other:  # through the API, with its answer kept
+        headers = bearer(await new_key(other), **{"Idempotency-Key": "pedido-1"})
+        sent = await other.post("/api/v1/convites", json={"email": ANA}, headers=headers)
+        assert sent.status_code == 202, sent.text
     async with app_client(settings, smtp, ANA) as ana:
-        await post_invite(ana, "caio@exemplo.com")  # what ana's account sent
+        ana_key = bearer(await new_key(ana), **{"Idempotency-Key": "pedido-2"})
+        sent = await ana.post(
+            "/api/v1/convites", json={"email": "caio@exemplo.com"}, headers=ana_key
+        )
+        assert sent.status_code == 202, sent.text  # what ana's account sent
         await drain(settings)
         invite = await invite_row(db, to_ana["id"])
         raw = bounce_sample("gmail.eml", invite, settings)
@@ -85,8 +92,20 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
     # ana's invitations (2), her sign-in mail (1), and the invite her account sent (1)
     assert "  convites e e-mails de acesso: 4" in printed
     assert "  mensagens de outros convites (endereço substituído): 1" in printed
+    assert "  chaves de API: 1" in printed
+    assert "  respostas guardadas da API (Idempotency-Key): 1" in printed
+    assert "  respostas guardadas de outros clientes da API (endereço substituído): 1" in printed
     assert await rows_naming(db, ANA) == dict.fromkeys(
-        ["invites", "invite_events", "accounts", "signin_tokens", "bounces", "bounces.raw"], 0
+        [
+            "invites",
+            "invite_events",
+            "accounts",
+            "signin_tokens",
+            "bounces",
+            "idempotency_keys",
+            "bounces.raw",
+        ],
+        0,
     )
     bia = await invite_row(db, kept.json()["id"])
     assert bia.message == "Traga a [endereço apagado] também."

@@ -5,12 +5,13 @@
 
 - as invitee: every invite to the address (invitations, sign-in and confirmation mails), with
   their events, links, bounces, outbox rows and sign-in links;
-- as account: the account, its sessions (the devices on ``/conta``), and what only it could
-  see: the invites and batches it sent (their rows name the account's address as the sender);
+- as account: the account, its sessions (the devices on ``/conta``), its API keys with their
+  kept ``Idempotency-Key`` answers, and what only it could see: the invites and batches it sent
+  (their rows name the account's address as the sender);
 - any other bounce whose report mentions the address (one that named no invite, or an invite
   since corrected to another address);
-- the address's words in the texts of other invites (a reason quoting it, a Mensagem naming
-  it), replaced by ``[endereço apagado]``.
+- the address in the texts of other invites (a reason quoting it, a Mensagem naming it) and in
+  other API clients' kept answers, replaced by ``[endereço apagado]``.
 
 Then, on SQLite, the write-ahead log is checkpointed and truncated: with ``secure_delete`` on
 every connection (``app.storage.database``) the deleted bytes are overwritten in the database
@@ -34,8 +35,10 @@ from app.invites.validation import same_address
 from app.storage.database import Database
 from app.storage.tables import (
     accounts,
+    api_keys,
     batches,
     bounces,
+    idempotency_keys,
     invite_events,
     invites,
     sessions,
@@ -68,8 +71,11 @@ def _as_account(conn: Connection, address: str) -> Counter[str]:
     if account is None:
         return removed
     removed += delete_invites(conn, _invite_ids(conn, invites.c.sender_id == account.public_id))
+    keys = select(api_keys.c.id).where(api_keys.c.account_id == account.id).scalar_subquery()
     for table, where in (
         (batches, batches.c.sender_id == account.public_id),
+        (idempotency_keys, idempotency_keys.c.api_key_id.in_(keys)),
+        (api_keys, api_keys.c.account_id == account.id),
         (sessions, sessions.c.account_id == account.id),
         (accounts, accounts.c.id == account.id),
     ):
@@ -107,6 +113,7 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
         (invites, invites.c.error),
         (invites, invites.c.message),
         (invite_events, invite_events.c.error),
+        (idempotency_keys, idempotency_keys.c.body),  # another API client's kept answer
     ):
         # As written first; a spelling in other letter case, with the whole text lower-cased.
         for text in (column, func.lower(column)):

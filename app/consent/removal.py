@@ -27,9 +27,12 @@ LABELS = {
     "accounts": "contas",
     "sessions": "sessões (aparelhos)",
     "batches": "lotes",
+    "api_keys": "chaves de API",
+    "idempotency_keys": "respostas guardadas da API (Idempotency-Key)",
     "invites.error": "motivos de outros convites (endereço substituído)",
     "invites.message": "mensagens de outros convites (endereço substituído)",
     "invite_events.error": "motivos no histórico de outros convites (endereço substituído)",
+    "idempotency_keys.body": "respostas guardadas de outros clientes da API (endereço substituído)",
 }
 
 
