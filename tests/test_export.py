@@ -40,10 +40,11 @@ async def test_my_invites_cell_by_cell_with_formulas_neutralised(
     client: httpx.AsyncClient, settings: Settings, db: Database, smtp: ScriptedSmtp
 ) -> None:
     sent = await post_invite(client, "ana@exemplo.com", INJECTED)
-    failed = await post_invite(client, "bia@exemplo.com", "-Bia + 1")
-    await post_invite(client, "caio@exemplo.com", "@caio")
-    smtp.reply_next("250 ok", "550 5.1.1 <bia@exemplo.com> usuário desconhecido")
     await drain(settings)
+    smtp.reply_next("550 5.1.1 <bia@exemplo.com> usuário desconhecido")
+    failed = await post_invite(client, "bia@exemplo.com", "-Bia + 1")
+    await drain(settings)
+    await post_invite(client, "caio@exemplo.com", "@caio")
 
     response = await client.get("/convites.csv")
 
@@ -75,8 +76,9 @@ async def test_the_list_filter_applies_to_the_file(
     client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
 ) -> None:
     await post_invite(client, "ana@exemplo.com")
+    await drain(settings)
+    smtp.reply_next("550 5.1.1 no such user")
     await post_invite(client, "bia@exemplo.com")
-    smtp.reply_next("250 ok", "550 5.1.1 no such user")
     await drain(settings)
     page = await client.get("/convites?estado=atencao")
     assert '<a href="/convites.csv?estado=atencao" download>Baixar planilha (CSV)</a>' in page.text
