@@ -10,6 +10,7 @@ import re
 import httpx
 
 from app.config import Settings
+from app.consent import suppression
 from app.consent.confirmation import LINK_TTL_SECONDS
 from app.storage.database import Database
 from tests.answering import invited, press
@@ -121,6 +122,24 @@ async def test_confirming_without_the_csrf_token_erases_nothing(
 
     assert posted.status_code == 403
     assert still_there(await rows_naming(db, ANA))
+
+
+async def test_an_address_that_opted_out_still_gets_the_confirmation_link(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    _, link = await invited(client, settings, smtp, ANA)
+    await suppression.suppress(db, ANA, suppression.Reason.OPTED_OUT)
+
+    await press(anonymous_client, link, "apagar")
+    await drain(settings)
+
+    mail = smtp.received[-1]
+    assert ANA in mail.rcpt_tos
+    assert mail.message["Subject"] == "Confirme: apagar seus dados do Convites"
 
 
 async def test_an_unknown_invitation_link_mails_nobody(

@@ -174,8 +174,9 @@ async def _deliver(
 async def _cancelled_as_suppressed(ctx: dict[str, Any], invite: Invite) -> bool:
     """An invitation whose address joined the suppression list after it was queued is never
     sent: ``cancelado``, with the reason in its row and history. A sign-in mail always goes
-    (the address's owner asked for it)."""
-    if invite.kind == SIGNIN_MAIL:
+    (the address's owner asked for it), and so does an erasure's confirmation link: an address
+    that opted out may still want its data gone."""
+    if invite.kind != INVITE:
         return False
     reason = await suppression.reason_for(ctx["db"], invite.email)
     if reason is None:
