@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
+from app.consent import suppression
 from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import sessions
@@ -67,6 +68,7 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         headers = bearer(await new_key(other), **{"Idempotency-Key": "pedido-1"})
         sent = await other.post("/api/v1/convites", json={"email": ANA}, headers=headers)
         assert sent.status_code == 202, sent.text
+    await drain(settings)  # the invitations arrive before ana asks for her sign-in link
     async with app_client(settings, smtp, ANA) as ana:
         ana_key = bearer(await new_key(ana), **{"Idempotency-Key": "pedido-2"})
         sent = await ana.post(
@@ -93,6 +95,7 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
     assert "  convites e e-mails de acesso: 4" in printed
     assert "  mensagens de outros convites (endereço substituído): 1" in printed
     assert "  chaves de API: 1" in printed
+    assert "  entradas na lista de supressão: 1" in printed  # the 5.1.1 bounce put it there
     assert "  respostas guardadas da API (Idempotency-Key): 1" in printed
     assert "  respostas guardadas de outros clientes da API (endereço substituído): 1" in printed
     assert await rows_naming(db, ANA) == dict.fromkeys(
@@ -124,6 +127,21 @@ async def test_every_sqlite_connection_overwrites_deleted_rows(db: Database) -> 
     for engine in (db.writer, db.reader):
         async with engine.connect() as conn:
             assert (await conn.exec_driver_sql("PRAGMA secure_delete")).scalar() == 1
+
+
+async def test_an_opt_out_is_kept_as_its_hash_alone(settings: Settings, db: Database) -> None:
+    await suppression.suppress(db, ANA, suppression.Reason.OPTED_OUT)
+
+    done = forget(settings, ANA)
+
+    assert done.stdout.splitlines()[1:] == [
+        "  descadastro mantido só como hash (sem o endereço): 1"
+    ]
+    entry = await suppression.entry_for(db, ANA)
+    assert entry is not None and entry.email is None
+    assert await suppression.reason_for(db, ANA) == suppression.Reason.OPTED_OUT
+    if BACKEND == "sqlite":
+        assert all(ANA.encode() not in f.read_bytes() for f in database_files(settings))
 
 
 async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings) -> None:

@@ -11,7 +11,9 @@
 - any other bounce whose report mentions the address (one that named no invite, or an invite
   since corrected to another address);
 - the address in the texts of other invites (a reason quoting it, a Mensagem naming it) and in
-  other API clients' kept answers, replaced by ``[endereço apagado]``.
+  other API clients' kept answers, replaced by ``[endereço apagado]``;
+- its entry on the suppression list, except an opt-out, which stays as the address's hash
+  alone (``forget_suppression``).
 
 Then, on SQLite, the write-ahead log is checkpointed and truncated: with ``secure_delete`` on
 every connection (``app.storage.database``) the deleted bytes are overwritten in the database
@@ -29,7 +31,9 @@ from collections import Counter
 from typing import Any
 
 from sqlalchemy import Connection, Text, cast, delete, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.consent import suppression
 from app.consent.removal import LABELS, delete_invites
 from app.invites.validation import same_address
 from app.storage.database import Database
@@ -50,15 +54,16 @@ log = logging.getLogger(__name__)
 ERASED = "[endereço apagado]"
 
 
-def forget_suppression(conn: Connection, email: str) -> Counter[str]:
-    """The suppression list's part of an erasure: not connected yet.
-
-    The suppression list (``suppressions``, keyed by ``address_hash``, with a nullable
-    ``email``) is built beside this module; when it lands, this keeps an opted-out address's
-    entry as its hash only (the ``email`` set to NULL) and deletes the others, and returns how
-    many rows it changed. Until then it changes nothing and says so.
-    """
-    return Counter()
+async def forget_suppression(conn: AsyncConnection, email: str) -> Counter[str]:
+    """The suppression list's part of an erasure (``app.consent.suppression.erase``, its one
+    home): an opt-out stays as its hash alone, so the person is still never invited; any other
+    entry (a bounce, a complaint) is deleted."""
+    reason = await suppression.erase(conn, email)
+    if reason is None:
+        return Counter()
+    if reason == suppression.Reason.OPTED_OUT:
+        return Counter({"suppressions.email": 1})
+    return Counter({"suppressions": 1})
 
 
 def _invite_ids(conn: Connection, *where: Any) -> list[int]:
@@ -127,14 +132,14 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
 
 
 def forget_in(conn: Connection, email: str) -> Counter[str]:
-    """Everything ``forget`` deletes, in the caller's transaction; rows per table."""
+    """Everything ``forget`` deletes in the tables of invites and accounts, in the caller's
+    transaction; rows per table."""
     address = same_address(email)
     removed = delete_invites(conn, _invite_ids(conn, func.lower(invites.c.email) == address))
     removed += _as_account(conn, address)
     leftover = delete(signin_tokens).where(func.lower(signin_tokens.c.email) == address)
     removed["signin_tokens"] += conn.execute(leftover).rowcount
     removed += _in_texts(conn, address)
-    removed += forget_suppression(conn, address)
     return +removed
 
 
@@ -160,6 +165,7 @@ async def forget(db: Database, email: str) -> Counter[str]:
     """Erase ``email`` everywhere (see the module); rows removed or changed, per table."""
     async with db.write() as conn:
         removed = await conn.run_sync(forget_in, email)
+        removed += await forget_suppression(conn, email)
     await checkpoint(db)
     # No address in the log line: it would outlive the erasure in the log's own retention.
     log.info("address erased", extra={f"removed_{k}": v for k, v in removed.items()})

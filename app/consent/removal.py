@@ -29,6 +29,8 @@ LABELS = {
     "batches": "lotes",
     "api_keys": "chaves de API",
     "idempotency_keys": "respostas guardadas da API (Idempotency-Key)",
+    "suppressions": "entradas na lista de supressão",
+    "suppressions.email": "descadastro mantido só como hash (sem o endereço)",
     "invites.error": "motivos de outros convites (endereço substituído)",
     "invites.message": "mensagens de outros convites (endereço substituído)",
     "invite_events.error": "motivos no histórico de outros convites (endereço substituído)",
