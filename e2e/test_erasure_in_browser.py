@@ -48,7 +48,7 @@ def test_the_invitee_asks_confirms_and_hears_each_page_once(
     phone.goto(link)
     reading = read_through(phone, "main")
     assert [p for p in reading if p.startswith(("heading", "button"))] == [
-        "heading, Marta Souza convidou você para o Convites, level 1",
+        "heading, Marta Souza convidou você, level 1",
         "button, Aceitar convite",
         "button, Recusar",
         "heading, Seus dados, level 2",
