@@ -22,6 +22,7 @@ from app.storage.tables import sessions
 from tests.api_keys import bearer, new_key
 from tests.fixtures import BACKEND, app_client, drain, process_env
 from tests.helpers import (
+    JSON,
     api_headers,
     bounce_sample,
     invite_row,
@@ -70,7 +71,11 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         assert sent.status_code == 202, sent.text
     await drain(settings)  # the invitations arrive before ana asks for her sign-in link
     async with app_client(settings, smtp, ANA) as ana:
-        ana_key = bearer(await new_key(ana), **{"Idempotency-Key": "pedido-2"})
+        secret = await new_key(ana)
+        hook = {"url": "http://127.0.0.1:9/convites"}  # its deliveries' rows are what matters
+        made = await ana.post("/api/v1/webhooks", json=hook, headers=bearer(secret, **JSON))
+        assert made.status_code == 201, made.text
+        ana_key = bearer(secret, **{"Idempotency-Key": "pedido-2"})
         sent = await ana.post(
             "/api/v1/convites", json={"email": "caio@exemplo.com"}, headers=ana_key
         )
@@ -94,7 +99,8 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
     # ana's invitations (2), her sign-in mail (1), and the invite her account sent (1)
     assert "  convites e e-mails de acesso: 4" in printed
     assert "  mensagens de outros convites (endereço substituído): 1" in printed
-    assert "  chaves de API: 1" in printed
+    assert "  chaves de API: 1" in printed and "  webhooks: 1" in printed
+    assert any(line.startswith("  entregas de webhook: ") for line in printed)
     assert "  entradas na lista de supressão: 1" in printed  # the 5.1.1 bounce put it there
     assert "  respostas guardadas da API (Idempotency-Key): 1" in printed
     assert "  respostas guardadas de outros clientes da API (endereço substituído): 1" in printed

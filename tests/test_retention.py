@@ -16,14 +16,38 @@ from app.invites.status import Status
 from app.ops.metrics import retention_deleted
 from app.sending.worker import purge_ended, worker_options
 from app.storage.database import Database
-from app.storage.tables import bounces, invite_events, invite_links, invites, outbox, signin_tokens
+from app.storage.tables import (
+    bounces,
+    invite_events,
+    invite_links,
+    invites,
+    outbox,
+    signin_tokens,
+    webhook_deliveries,
+)
 from tests.answering import invited, press
+from tests.api_keys import bearer, new_key
 from tests.fixtures import MovableClock
-from tests.helpers import bounce_sample, invite_row, post_invite, send_bounce, verp_address
+from tests.helpers import JSON, bounce_sample, invite_row, post_invite, send_bounce, verp_address
 from tests.services import ScriptedSmtp
 
 DAY = 24 * 3600
-TABLES = (invites, invite_events, invite_links, bounces, outbox, signin_tokens)
+TABLES = (
+    invites,
+    invite_events,
+    invite_links,
+    bounces,
+    outbox,
+    signin_tokens,
+    webhook_deliveries,
+)
+
+
+async def webhook(client: httpx.AsyncClient) -> None:
+    key = await new_key(client)
+    url = {"url": "http://127.0.0.1:9/convites"}  # never delivered here: only its rows matter
+    made = await client.post("/api/v1/webhooks", json=url, headers=bearer(key, **JSON))
+    assert made.status_code == 201, made.text
 
 
 async def row_counts(db: Database) -> dict[str, int]:
@@ -69,6 +93,7 @@ async def test_the_daily_job_deletes_only_what_ended_longer_ago_than_retention_d
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("app.consent.retention.CHUNK", 2)  # several chunks
+    await webhook(client)  # every status change gets a delivery row, pointing at the invite
     _, link = await invited(client, settings, smtp, "ana@exemplo.com")
     await press(anonymous_client, link, "aceitar")
     bounced, _ = await invited(client, settings, smtp, "bia@exemplo.com")
@@ -98,6 +123,7 @@ async def test_the_daily_job_deletes_only_what_ended_longer_ago_than_retention_d
     assert removed["invites"] == 3  # ana, bia and the sign-in mail
     assert removed["bounces"] == 2 and removed["signin_tokens"] == 1
     assert removed["invite_links"] == 2 and removed["outbox"] == 3
+    assert removed["webhook_deliveries"] > 0
     assert await retention_deleted(redis) == removed
     assert await purge_ended({"db": db, "redis": redis, "settings": settings}) == {}
     metrics = (await anonymous_client.get("/metrics")).text

@@ -6,8 +6,8 @@
 - as invitee: every invite to the address (invitations, sign-in and confirmation mails), with
   their events, links, bounces, outbox rows and sign-in links;
 - as account: the account, its sessions (the devices on ``/conta``), its API keys with their
-  kept ``Idempotency-Key`` answers, and what only it could see: the invites and batches it sent
-  (their rows name the account's address as the sender);
+  kept ``Idempotency-Key`` answers, its webhooks and their deliveries, and what only it could
+  see: the invites and batches it sent (their rows name the account's address as the sender);
 - any other bounce whose report mentions the address (one that named no invite, or an invite
   since corrected to another address);
 - the address in the texts of other invites (a reason quoting it, a Mensagem naming it) and in
@@ -47,6 +47,8 @@ from app.storage.tables import (
     invites,
     sessions,
     signin_tokens,
+    webhook_deliveries,
+    webhooks,
 )
 
 log = logging.getLogger(__name__)
@@ -77,10 +79,13 @@ def _as_account(conn: Connection, address: str) -> Counter[str]:
         return removed
     removed += delete_invites(conn, _invite_ids(conn, invites.c.sender_id == account.public_id))
     keys = select(api_keys.c.id).where(api_keys.c.account_id == account.id).scalar_subquery()
+    hooks = select(webhooks.c.id).where(webhooks.c.account_id == account.id).scalar_subquery()
     for table, where in (
         (batches, batches.c.sender_id == account.public_id),
         (idempotency_keys, idempotency_keys.c.api_key_id.in_(keys)),
         (api_keys, api_keys.c.account_id == account.id),
+        (webhook_deliveries, webhook_deliveries.c.webhook_id.in_(hooks)),
+        (webhooks, webhooks.c.account_id == account.id),
         (sessions, sessions.c.account_id == account.id),
         (accounts, accounts.c.id == account.id),
     ):
@@ -119,6 +124,7 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
         (invites, invites.c.message),
         (invite_events, invite_events.c.error),
         (idempotency_keys, idempotency_keys.c.body),  # another API client's kept answer
+        (webhook_deliveries, webhook_deliveries.c.body),  # another account's frozen payload
     ):
         # As written first; a spelling in other letter case, with the whole text lower-cased.
         for text in (column, func.lower(column)):

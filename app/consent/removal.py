@@ -1,7 +1,8 @@
 """Deleting invites with everything that hangs from them, for retention and erasure alike.
 
-An invite's events, links, bounces, outbox rows and sign-in links point at it (foreign keys,
-enforced on SQLite too), so they go first, in the same transaction as the invite.
+An invite's webhook deliveries, events, links, bounces, outbox rows and sign-in links point at
+it (foreign keys, enforced on SQLite too), so they go first, in the same transaction as the
+invite.
 """
 
 from __future__ import annotations
@@ -11,10 +12,25 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Table, delete
 
-from app.storage.tables import bounces, invite_events, invite_links, invites, outbox, signin_tokens
+from app.storage.tables import (
+    bounces,
+    invite_events,
+    invite_links,
+    invites,
+    outbox,
+    signin_tokens,
+    webhook_deliveries,
+)
 
-#: What hangs from an invite, deleted before it.
-DEPENDENTS: tuple[Table, ...] = (invite_events, invite_links, bounces, outbox, signin_tokens)
+#: What hangs from an invite, deleted before it (webhook deliveries name its events too).
+DEPENDENTS: tuple[Table, ...] = (
+    webhook_deliveries,
+    invite_events,
+    invite_links,
+    bounces,
+    outbox,
+    signin_tokens,
+)
 
 #: How each table's rows are named where a person reads the counts (``python -m app esquecer``).
 LABELS = {
@@ -29,6 +45,9 @@ LABELS = {
     "batches": "lotes",
     "api_keys": "chaves de API",
     "idempotency_keys": "respostas guardadas da API (Idempotency-Key)",
+    "webhooks": "webhooks",
+    "webhook_deliveries": "entregas de webhook",
+    "webhook_deliveries.body": "entregas de webhook de outras contas (endereço substituído)",
     "suppressions": "entradas na lista de supressão",
     "suppressions.email": "descadastro mantido só como hash (sem o endereço)",
     "invites.error": "motivos de outros convites (endereço substituído)",

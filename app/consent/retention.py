@@ -1,5 +1,6 @@
 """Retention: an invite that ended longer ago than ``RETENTION_DAYS`` is deleted, with its
-events, links, bounces and outbox rows (LGPD: personal data kept no longer than its purpose).
+events, links, bounces, outbox rows and webhook deliveries (LGPD: personal data kept no longer
+than its purpose).
 
 "Ended" means nothing will move the row again by itself: an invitation that was answered,
 expired, cancelled, failed or bounced (the sender may still send one of those again, within the

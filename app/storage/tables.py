@@ -375,6 +375,8 @@ webhook_deliveries = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     UniqueConstraint("public_id", name="uq_webhook_deliveries_public_id"),
     Index("ix_webhook_deliveries_webhook_id", "webhook_id", "id"),
+    # Retention and erasure delete an invite's deliveries with it (app.consent.removal).
+    Index("ix_webhook_deliveries_invite_id", "invite_id", "id"),
     Index(
         "ix_webhook_deliveries_due",
         "available_at",
