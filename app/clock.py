@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+#: The time zone every moment is shown in, and a moment typed without one is read in.
+DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
 
 
 def utcnow() -> datetime:

@@ -299,6 +299,7 @@ class Settings:
     batch_reviews_per_minute: int = setting("BATCH_REVIEWS_PER_MINUTE", "10", _positive_int)
     allowed_hosts: tuple[str, ...] = setting("ALLOWED_HOSTS", "", _host_names)
     invite_ttl_seconds: int = setting("INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int)
+    schedule_max_days: int = setting("SCHEDULE_MAX_DAYS", "90", _positive_int)
     trusted_proxies: tuple[Network, ...] = setting("TRUSTED_PROXIES", "127.0.0.1,::1", _networks)
     webhook_retry_backoff_seconds: tuple[float, ...] = setting(
         "WEBHOOK_RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff

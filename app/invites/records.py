@@ -58,6 +58,7 @@ class Invite:
     sender_email: str | None
     message: str | None = None  # the sender's optional Mensagem, plain text
     batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
+    send_at: datetime | None = None  # scheduled: when it is to go (``agendado`` until then)
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -120,7 +121,7 @@ class OutboxEntry:
 @dataclass(frozen=True)
 class NewInvite:
     """What a request asks for; ``app.invites.transitions.create_invites`` makes it a ``pendente``
-    row."""
+    row (``agendado`` with ``send_at``)."""
 
     sender_id: str
     email: str
@@ -131,6 +132,7 @@ class NewInvite:
     sender_email: str | None = None
     message: str | None = None
     batch_id: int | None = None
+    send_at: datetime | None = None  # written ``agendado`` when set, ``pendente`` otherwise
 
 
 def new_public_id() -> str:

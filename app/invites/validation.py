@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from email_validator import EmailNotValidError, validate_email
+
+from app.clock import DISPLAY_TZ
 
 MAX_EMAIL_LENGTH = 254
 MAX_NAME_LENGTH = 100
@@ -112,6 +115,32 @@ def parse_invite(data: dict[str, object]) -> InviteRequest:
     if errors or email is None:
         raise InvalidInvite(errors)
     return InviteRequest(email=email, name=name, message=message)
+
+
+def check_send_at(
+    raw: object, now: datetime, max_days: int, *, local: bool
+) -> tuple[datetime | None, str | None]:
+    """The optional "Enviar em" (``enviar_em``): ``None`` to send now, or an aware moment after
+    ``now`` and at most ``max_days`` ahead. ``local``: a moment without a UTC offset (the form's
+    ``datetime-local``) is São Paulo time; a JSON client must give the offset."""
+    if raw is None or raw == "":
+        return None, None
+    example = "2026-12-12T09:00:00-03:00"
+    if not isinstance(raw, str):
+        return None, f"Informe a data e a hora de envio como texto, por exemplo {example}."
+    try:
+        moment = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return None, "A data e a hora de envio não estão num formato que entendemos."
+    if moment.tzinfo is None:
+        if not local:
+            return None, f"Informe o fuso horário em enviar_em, por exemplo {example}."
+        moment = moment.replace(tzinfo=DISPLAY_TZ)
+    if moment <= now:
+        return None, "Esse momento já passou. Escolha uma data e hora no futuro."
+    if moment - now > timedelta(days=max_days):
+        return None, f"Dá para agendar no máximo {max_days} dias à frente."
+    return moment, None
 
 
 def same_address(email: str) -> str:

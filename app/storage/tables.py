@@ -96,11 +96,15 @@ invites = Table(
     Column("message", Text),
     # The batch it was sent in (``app.batches``), if any: its row then updates silently.
     Column("batch_id", Id, ForeignKey("batches.id")),
+    # The moment the sender asked it to go (``agendado`` until then); kept after it went.
+    Column("send_at", UTCDateTime),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
     Index("ix_invites_sender_email", "sender_id", "email"),
     Index("ix_invites_email_created_at", "email", "created_at"),
     Index("ix_invites_batch_id", "batch_id", "id"),
+    # The sweep releases the scheduled invites that are due.
+    Index("ix_invites_status_send_at", "status", "send_at"),
 )
 
 

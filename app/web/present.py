@@ -6,14 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from app.bounces.history import Bounce, bounce_json
 from app.bounces.reasons import in_plain_words
+from app.clock import DISPLAY_TZ
 from app.invites.records import Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
-
-DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
 
 
 def local_time(moment: datetime | None) -> str:
@@ -28,6 +26,21 @@ def local_datetime(moment: datetime | None) -> str:
     if moment is None:
         return ""
     return moment.astimezone(DISPLAY_TZ).strftime("%d/%m/%Y %H:%M:%S")
+
+
+def local_moment(moment: datetime | None) -> str:
+    """``12/12 às 9h00``, in the display time zone: when a scheduled invite goes."""
+    if moment is None:
+        return ""
+    local = moment.astimezone(DISPLAY_TZ)
+    return f"{local:%d/%m} às {local.hour}h{local:%M}"
+
+
+def local_input(moment: datetime | None) -> str:
+    """``2026-12-12T09:00``: the value of a ``datetime-local`` field, in the display time zone."""
+    if moment is None:
+        return ""
+    return moment.astimezone(DISPLAY_TZ).strftime("%Y-%m-%dT%H:%M")
 
 
 def is_slow(invite: Invite, now: datetime, slow_after_seconds: float) -> bool:
@@ -58,6 +71,10 @@ def _person(invite: Invite) -> str:
 
 #: What a row says in each state that needs no more than the row: (message, detail).
 _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
+    Status.AGENDADO: lambda i: (
+        f"Agendado para {local_moment(i.send_at)} (convite para {i.email}).",
+        "Sai nessa hora. Até lá, dá para mudar o horário ou cancelar.",
+    ),
     Status.ENVIADO: lambda i: (
         f"Convite para {i.email} enviado.",
         f"Enviado às {local_time(i.sent_at)}.",
@@ -209,6 +226,7 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
 def event_text(event: Event) -> str:
     """One line of the history: what happened at that moment."""
     texts = {
+        Status.AGENDADO: f"Agendado para {local_moment(event.next_attempt_at)}",
         Status.PENDENTE: (
             "Criado: na fila para envio" if event.attempt == 1 else "Reenvio pedido: na fila"
         ),
@@ -251,6 +269,7 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         "criado_em": iso(invite.created_at),
         "atualizado_em": iso(invite.updated_at),
         "enviado_em": iso(invite.sent_at),
+        "enviar_em": iso(invite.send_at),
         "proxima_tentativa_em": iso(invite.next_attempt_at)
         if invite.status == Status.PENDENTE
         else None,

@@ -2,7 +2,8 @@
 
 enviado | incerto | devolvido → aceito | recusado (the link, while live; a click proves arrival;
     either answer is final)
-pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
+agendado | pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim or
+    a release then loses)
 enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
 enviado | incerto | devolvido | recusado → recusado, with the reason (the invitee opted out
     of every invitation, or reported this one as spam)

@@ -57,7 +57,8 @@ def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[
 
 
 def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
-    """Write ``pendente`` invites, their first events and outbox rows in one transaction.
+    """Write ``pendente`` invites, their first events and outbox rows in one transaction (a
+    request with ``send_at``: ``agendado``, no outbox row yet).
 
     An address the sender already has on the way (in the database or earlier in this batch)
     gets a ``Duplicate`` instead, checked inside the transaction so a double click cannot pass.
@@ -84,6 +85,8 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
 
 
 def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) -> list[Change]:
+    """The rows, their events, and an outbox row for each one to send now (a scheduled one
+    gets its outbox row when the sweep releases it: ``app.invites.transitions.scheduled``)."""
     written = insert_in_order(
         conn,
         invites,
@@ -93,13 +96,13 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
                 "sender_id": request.sender_id,
                 "email": request.email,
                 "name": request.name,
-                "status": Status.PENDENTE.value,
+                "status": (Status.AGENDADO if request.send_at else Status.PENDENTE).value,
                 "attempt": 1,
                 "round_first_attempt": 1,
                 "created_at": now,
                 "updated_at": now,
                 "sent_at": None,
-                "next_attempt_at": now,
+                "next_attempt_at": None if request.send_at else now,
                 "lease_expires_at": None,
                 "error": None,
                 "correlation_id": request.correlation_id,
@@ -108,6 +111,7 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
                 "sender_email": request.sender_email,
                 "message": request.message,
                 "batch_id": request.batch_id,
+                "send_at": request.send_at,
             }
             for request in requests
         ],
@@ -115,7 +119,13 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
         *invites.c,
     )
     created = [record_from(Invite, row) for row in written]
-    return record_changes(conn, created, enqueue=True)
+    later = [invite for invite in created if invite.status == Status.AGENDADO]
+    at_once = [invite for invite in created if invite.status != Status.AGENDADO]
+    recorded = {
+        change.invite.id: change
+        for change in (*record_changes(conn, at_once, enqueue=True), *record_changes(conn, later))
+    }
+    return [recorded[invite.id] for invite in created]
 
 
 async def create_invite(
@@ -129,11 +139,21 @@ async def create_invite(
     sender_name: str | None = None,
     sender_email: str | None = None,
     message: str | None = None,
+    send_at: datetime | None = None,
 ) -> Change | Duplicate:
     """Write a ``pendente`` invite (or sign-in mail), its event and outbox row, or return the
-    ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``."""
+    ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``.
+    With ``send_at``: an ``agendado`` invite and its event, no outbox row until its time."""
     request = NewInvite(
-        sender_id, email, name, correlation_id, kind, sender_name, sender_email, message
+        sender_id,
+        email,
+        name,
+        correlation_id,
+        kind,
+        sender_name,
+        sender_email,
+        message,
+        send_at=send_at,
     )
     return await db.write_many(create_invites, request)
 
