@@ -59,6 +59,9 @@ class Invite:
     message: str | None = None  # the sender's optional Mensagem, plain text
     batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
     send_at: datetime | None = None  # scheduled: when it is to go (``agendado`` until then)
+    reminder_status: str | None = None  # the reminder: enviando | enviado | falhou
+    reminded_at: datetime | None = None  # when the last reminder was claimed
+    reminder_requested_at: datetime | None = None  # the sender pressed Lembrar
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -88,6 +91,7 @@ class Event:
     error: str | None
     next_attempt_at: datetime | None
     created_at: datetime
+    reminder: str | None = None  # a reminder's event: enviado | falhou (the status unchanged)
 
 
 @dataclass(frozen=True)

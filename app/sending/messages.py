@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import datetime
 from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
 
 from app.bounces.addresses import bounce_address, envelope_id, opt_out_address
+from app.clock import local_moment
 from app.config import Settings
 from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
 from app.invites.records import SIGNIN_MAIL, Invite
@@ -57,9 +59,11 @@ def compose(
     *,
     reply_to: tuple[str | None, str] | None = None,
     headers: dict[str, str] | None = None,
+    tag: str = "",
 ) -> OutgoingMail:
     """One message to ``invite.email``, text and HTML, its Message-ID made of the row and the
-    attempt so that a mail log or a returned message leads to them."""
+    attempt (and ``tag``: ``.lembrete`` for a reminder) so that a mail log or a returned message
+    leads to them."""
     message = EmailMessage(policy=POLICY)
     message["From"] = settings.mail_from
     message["To"] = _address(invite.name, invite.email)
@@ -67,7 +71,7 @@ def compose(
     message["Date"] = formatdate(localtime=False)
     if reply_to is not None:
         message["Reply-To"] = _address(*reply_to)
-    message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}@{settings.mail_domain}>"
+    message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}{tag}@{settings.mail_domain}>"
     message["X-Correlation-ID"] = invite.correlation_id
     message["X-Convite-ID"] = invite.public_id
     for name, value in (headers or {}).items():
@@ -179,6 +183,38 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
         ),
         reply_to=reply_to,
         headers=unsubscribe_headers(settings, invite),
+    )
+
+
+def reminder(settings: Settings, invite: Invite, token: str, expires_at: datetime) -> OutgoingMail:
+    """The one reminder: the invitation's own link (it keeps working), when it ends, and the
+    way out, as in the invitation."""
+    link = f"{settings.public_url}/c/{token}"
+    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id)
+    author = invite.sender_name or invite.sender_email or "Alguém"
+    who = f"{author} convidou você para o Convites e ainda não recebeu sua resposta."
+    until = f"O convite vale até {local_moment(expires_at)} (horário de Brasília)."
+    answer = "Para aceitar ou recusar, abra o link:"
+    text = "\n\n".join(
+        [_greeting(invite), who, until, f"{ONLY_LINK} {answer}\n{link}", f"{OPT_OUT}:\n{optout}"]
+    )
+    reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
+    return compose(
+        settings,
+        invite,
+        f"Lembrete: {author} convidou você…",
+        text + "\n",
+        _page(
+            _greeting(invite),
+            who,
+            until,
+            f"{ONLY_LINK} {answer}",
+            link=(link, "Responder ao convite"),
+            footer=(optout, OPT_OUT),
+        ),
+        reply_to=reply_to,
+        headers=unsubscribe_headers(settings, invite),
+        tag=".lembrete",
     )
 
 

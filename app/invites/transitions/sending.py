@@ -163,6 +163,7 @@ class _Claim:
     public_id: str
     attempt: int
     lease_seconds: float
+    link_key: str | None = None
 
 
 def _claim_each(conn: Connection, claims: Sequence[_Claim]) -> list[Change | None]:
@@ -193,19 +194,30 @@ class Claimed:
 
 
 def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Claimed | None]:
+    key = claims[0].link_key
+    if any(claim.link_key != key for claim in claims):
+        return [_claim_with_link_each(conn, [claim])[0] for claim in claims]
     changes = _claim_each(conn, claims)
     won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
-    links = dict(zip([i.id for i in won], issue_for_claims(conn, won), strict=True)) if won else {}
+    issued = issue_for_claims(conn, won, key) if won else []
+    links = dict(zip([i.id for i in won], issued, strict=True))
     return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
 
 
 async def claim_with_link(
-    db: Database, public_id: str, attempt: int, lease_seconds: float
+    db: Database,
+    public_id: str,
+    attempt: int,
+    lease_seconds: float,
+    *,
+    link_key: str | None = None,
 ) -> Claimed | None:
     """``pendente → enviando`` for this attempt (``None``: someone else has it) and, for an
     invitation, its new link in the same transaction: only the claim that won issues a link, so
-    a worker whose lease ran out can never replace a newer attempt's link."""
-    return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
+    a worker whose lease ran out can never replace a newer attempt's link. ``link_key``
+    (SECRET_KEY): the link can be sent again by a reminder (``app.invites.links``)."""
+    claim = _Claim(public_id, attempt, lease_seconds, link_key)
+    return await db.write_many(_claim_with_link_each, claim)
 
 
 def _sending(invite: Invite) -> list[Any]:
