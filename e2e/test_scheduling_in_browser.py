@@ -3,6 +3,7 @@ scheduled moment, once), and axe on the page with a scheduled row and a refused 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -72,3 +73,30 @@ def test_a_moment_already_past_is_said_by_the_field_and_nothing_is_written(
     expect(page.get_by_label(WHEN_FIELD)).to_have_attribute("aria-invalid", "true")
     expect(page.locator("li.convite")).to_have_count(0)
     assert_no_axe_violations(page, "refused moment")
+
+
+def test_lembrar_is_heard_when_asked_and_once_when_sent(page: Page, stack: Stack) -> None:
+    open_home(page)
+    email = "caio@exemplo.com"
+    page.get_by_label("E-mail").fill(email)
+    page.get_by_label("E-mail").press("Enter")
+    wait_for_spoken(page, polite(f"Convite para {email} enviado."))
+    row = page.locator("li.convite", has_text=email)
+
+    row.get_by_role("button", name=f"Lembrar {email} do convite").click()
+
+    wait_for_spoken(page, polite(f"Lembrete pedido para {email}."))
+    # The worker's reminder pass runs every ten seconds; its event reaches the page's stream.
+    sent_prefix = polite(f"Lembrete enviado para {email} às ")
+    page.wait_for_function(
+        "p => window.__ouvinte.heard().some(h => h.startsWith(p))", arg=sent_prefix, timeout=30_000
+    )
+    said = [p for p in spoken(page) if p.startswith(("polite", "assertive"))]
+    assert said[:3] == [
+        polite(f"Recebemos, enviando… (convite para {email})"),
+        polite(f"Convite para {email} enviado."),
+        polite(f"Lembrete pedido para {email}."),
+    ]
+    assert len(said) == 4 and re.fullmatch(re.escape(sent_prefix) + r"\d{1,2}h\d{2}\.", said[3])
+    expect(row.get_by_role("button", name=f"Lembrar {email} do convite")).to_have_count(0)
+    assert_no_axe_violations(page, "reminded row")
