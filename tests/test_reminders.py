@@ -6,6 +6,7 @@ retried, the invite unchanged. Time moves through the ``clock`` fixture; a real 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import httpx
 
@@ -193,3 +194,20 @@ async def test_no_reminder_goes_while_sending_is_paused(
 
     assert len(smtp.received) == 1
     assert (await invite_row(db, public_id)).reminder_status is None
+
+
+async def test_a_link_the_key_no_longer_rebuilds_is_never_mailed(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(replace(settings, secret_key="another-key-" + "x" * 40))  # SECRET_KEY rotated
+
+    assert len(smtp.received) == 1  # no reminder with a link that leads nowhere
+    assert (await invite_row(db, public_id)).reminder_status == "falhou"
+    assert "a chave do servidor mudou" in (await history(client, public_id))[-1]

@@ -131,17 +131,21 @@ def issue_for_claims(
     return tokens
 
 
-def live_token(conn: Connection, invite_id: int, key: str) -> tuple[str, datetime] | None:
-    """The token of the invite's live link and when it was issued, or ``None`` when it has
-    none that can be rebuilt (replaced, or issued before links had seeds)."""
+def live_token(conn: Connection, invite_id: int, key: str) -> tuple[str | None, datetime] | None:
+    """The token of the invite's live link and when it was issued (``None`` when it has no
+    seeded live link). The token is ``None`` when ``key`` no longer rebuilds it (SECRET_KEY
+    changed since): a mail must never carry a link that leads nowhere."""
     row = conn.execute(
-        select(invite_links.c.seed, invite_links.c.created_at).where(
+        select(invite_links.c.seed, invite_links.c.token_hash, invite_links.c.created_at).where(
             invite_links.c.invite_id == invite_id,
             invite_links.c.replaced_at.is_(None),
             invite_links.c.seed.is_not(None),
         )
     ).first()
-    return None if row is None else (token_from_seed(key, row.seed), row.created_at)
+    if row is None:
+        return None
+    token = token_from_seed(key, row.seed)
+    return (token if token_hash(token) == row.token_hash else None), row.created_at
 
 
 async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink | None:

@@ -22,6 +22,7 @@ from app.ttl_cache import TtlCache
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "Erro interno ao preparar o lembrete."
+KEY_CHANGED = "O link do convite não pôde ser refeito (a chave do servidor mudou desde o envio)."
 CUT_SHORT = "O envio foi interrompido no meio e não conseguimos confirmar se o lembrete saiu."
 
 
@@ -29,6 +30,9 @@ async def _send_one(
     db: Database, mailer: Mailer, settings: Settings, claimed: Reminder
 ) -> tuple[ReminderStatus, str | None]:
     invite = claimed.invite
+    if claimed.token is None:
+        log.error("reminder link cannot be rebuilt", extra={"invite": invite.public_id})
+        return ReminderStatus.FAILED, KEY_CHANGED
     progress = SendProgress()
     try:
         message = reminder(settings, invite, claimed.token, claimed.expires_at)

@@ -35,10 +35,11 @@ class ReminderStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Reminder:
-    """A claimed reminder: the invite as the claim left it, its live link and when that ends."""
+    """A claimed reminder: the invite as the claim left it, its live link (``None``: SECRET_KEY
+    changed since it was issued, so it cannot be rebuilt) and when that link ends."""
 
     invite: Invite
-    token: str
+    token: str | None
     expires_at: datetime
 
 
