@@ -27,6 +27,7 @@ from app.batches.isolation import READERS_PER_PROCESS
 from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
+from app.invites.occasion import occasion_of, occasion_words, when_and_where
 from app.invites.status import CANCELLABLE, LABELS, PAUSED_LABEL, RESCHEDULABLE, RESENDABLE
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
@@ -108,6 +109,9 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         local_datetime=local_datetime,
         local_input=local_input,
         can_remind=can_remind,
+        occasion_of=occasion_of,
+        occasion_words=occasion_words,
+        when_and_where=when_and_where,
         csrf_token=csrf_token_global,
         csrf_field=csrf_field,
         static_url=static.url_for,

@@ -62,6 +62,9 @@ class Invite:
     reminder_status: str | None = None  # the reminder: enviando | enviado | falhou
     reminded_at: datetime | None = None  # when the last reminder was claimed
     reminder_requested_at: datetime | None = None  # the sender pressed Lembrar
+    occasion_title: str | None = None  # what the invitation is for ("Corrida de sábado")
+    occasion_at: datetime | None = None  # when it happens (optional)
+    occasion_place: str | None = None  # where (optional)
 
 
 #: ``Invite.kind``: an invitation, or a sign-in link mail (same pipeline, never listed).
@@ -137,6 +140,16 @@ class NewInvite:
     message: str | None = None
     batch_id: int | None = None
     send_at: datetime | None = None  # written ``agendado`` when set, ``pendente`` otherwise
+    occasion: Occasion | None = None
+
+
+@dataclass(frozen=True)
+class Occasion:
+    """What an invitation is for: a title, and optionally when and where."""
+
+    title: str
+    at: datetime | None = None
+    place: str | None = None
 
 
 def new_public_id() -> str:

@@ -98,6 +98,10 @@ invites = Table(
     Column("batch_id", Id, ForeignKey("batches.id")),
     # The moment the sender asked it to go (``agendado`` until then); kept after it went.
     Column("send_at", UTCDateTime),
+    # What the invitation is for (optional): a title, and a moment and a place (plain text).
+    Column("occasion_title", String(120)),
+    Column("occasion_at", UTCDateTime),
+    Column("occasion_place", String(200)),
     # The one reminder (``app.invites.transitions.reminders``): enviando (claimed; if it stays,
     # it is ambiguous and never re-sent on its own) | enviado | falhou, and when it was claimed.
     Column("reminder_status", String(16)),

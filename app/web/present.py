@@ -319,6 +319,9 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         "enviado_em": iso(invite.sent_at),
         "enviar_em": iso(invite.send_at),
         "lembrete": invite.reminder_status,
+        "ocasiao": invite.occasion_title,
+        "ocasiao_em": iso(invite.occasion_at),
+        "ocasiao_local": invite.occasion_place,
         "lembrete_em": iso(invite.reminded_at),
         "proxima_tentativa_em": iso(invite.next_attempt_at)
         if invite.status == Status.PENDENTE

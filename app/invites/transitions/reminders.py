@@ -4,7 +4,8 @@ A reminder changes no status: the invite stays ``enviado``. Its own column says 
 (``reminder_status``: enviando → enviado | falhou | incerto) and its result is an event with
 ``reminder`` set, so the history and the live pages say it once.
 
-enviado, unanswered, ``REMINDER_AFTER_SECONDS`` old (or Lembrar pressed) ─claim─▶ enviando
+enviado, unanswered, ``REMINDER_AFTER_SECONDS`` old or its occasion a day away (or Lembrar
+pressed), the occasion not past ─claim─▶ enviando
 enviando ─the mail server took it─▶ enviado;  ─refused─▶ falhou;  ─cut mid-message─▶ incerto
 A claim left ``enviando`` (the worker died) is never sent again on its own.
 """
@@ -24,6 +25,11 @@ from app.invites.records import INVITE, Change, Invite, record_from
 from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import invite_events, invite_links, invites
+
+#: How long before a dated occasion its reminder goes, when that comes before
+#: REMINDER_AFTER_SECONDS; and how long the invitation must have been out by then.
+OCCASION_LEAD = timedelta(days=1)
+OCCASION_MIN_WAIT = timedelta(hours=12)
 
 
 class ReminderStatus(StrEnum):
@@ -58,15 +64,22 @@ def _claimable(now: datetime, after_seconds: float, ttl_seconds: float) -> list[
     link, and either asked for by its sender or never reminded and old enough."""
     due: Any = invites.c.reminder_requested_at.is_not(None)
     if after_seconds > 0:
-        aged = and_(
-            invites.c.reminded_at.is_(None),
+        aged = or_(
             invites.c.sent_at <= now - timedelta(seconds=after_seconds),
+            # A dated occasion that comes first: the reminder goes the day before, if the
+            # invitee has had the invitation for a while by then.
+            and_(
+                invites.c.occasion_at <= now + OCCASION_LEAD,
+                invites.c.sent_at <= now - OCCASION_MIN_WAIT,
+            ),
         )
-        due = or_(due, aged)
+        due = or_(due, and_(invites.c.reminded_at.is_(None), aged))
     return [
         invites.c.kind == INVITE,
         invites.c.status == Status.ENVIADO.value,
         due,
+        # An occasion already past is not reminded (the sweep expires its invites).
+        or_(invites.c.occasion_at.is_(None), invites.c.occasion_at > now),
         _live_link(now, ttl_seconds),
     ]
 

@@ -23,6 +23,7 @@ from app.invites.records import (
     Duplicate,
     Invite,
     NewInvite,
+    Occasion,
     new_public_id,
     record_from,
 )
@@ -112,6 +113,9 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
                 "message": request.message,
                 "batch_id": request.batch_id,
                 "send_at": request.send_at,
+                "occasion_title": request.occasion.title if request.occasion else None,
+                "occasion_at": request.occasion.at if request.occasion else None,
+                "occasion_place": request.occasion.place if request.occasion else None,
             }
             for request in requests
         ],
@@ -140,6 +144,7 @@ async def create_invite(
     sender_email: str | None = None,
     message: str | None = None,
     send_at: datetime | None = None,
+    occasion: Occasion | None = None,
 ) -> Change | Duplicate:
     """Write a ``pendente`` invite (or sign-in mail), its event and outbox row, or return the
     ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``.
@@ -154,6 +159,7 @@ async def create_invite(
         sender_email,
         message,
         send_at=send_at,
+        occasion=occasion,
     )
     return await db.write_many(create_invites, request)
 

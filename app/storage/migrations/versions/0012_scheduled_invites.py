@@ -1,5 +1,5 @@
 """invites: send_at (a scheduled, ``agendado``, invite's moment) and the reminder's columns;
-invite_events.reminder; invite_links.seed (a reminder carries the same link)
+invite_events.reminder; invite_links.seed (a reminder carries the same link); the occasion
 
 Revision ID: 0012
 Revises: 0009
@@ -26,6 +26,9 @@ def upgrade() -> None:
             sa.Column("reminder_requested_at", sa.DateTime(timezone=True), nullable=True)
         )
         batch.create_index("ix_invites_status_sent_at", ["status", "sent_at"])
+        batch.add_column(sa.Column("occasion_title", sa.String(length=120), nullable=True))
+        batch.add_column(sa.Column("occasion_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("occasion_place", sa.String(length=200), nullable=True))
     with op.batch_alter_table("invite_events") as batch:
         batch.add_column(sa.Column("reminder", sa.String(length=16), nullable=True))
     with op.batch_alter_table("invite_links") as batch:
@@ -38,6 +41,9 @@ def downgrade() -> None:
     with op.batch_alter_table("invite_events") as batch:
         batch.drop_column("reminder")
     with op.batch_alter_table("invites") as batch:
+        batch.drop_column("occasion_place")
+        batch.drop_column("occasion_at")
+        batch.drop_column("occasion_title")
         batch.drop_index("ix_invites_status_sent_at")
         batch.drop_column("reminder_requested_at")
         batch.drop_column("reminded_at")
