@@ -53,6 +53,12 @@ MESSAGE_FIELD = (
     "textbox, Mensagem (opcional), Aparece no e-mail e na página do convite. Até 500 caracteres."
 )
 WHEN_FIELD = "Enviar em (opcional), Deixe em branco para enviar agora. Horário de Brasília."
+OCCASION_FIELDS = [
+    "textbox, Título da ocasião, Para que é o convite: aparece no assunto do e-mail e na página do "
+    "convite.",
+    "Data e hora da ocasião",
+    "textbox, Local da ocasião",
+]
 #: The filter by state above "Meus convites", as each link is read (the first is the page's).
 FILTER_LINKS = [
     "link, Todos, current page",
@@ -388,16 +394,19 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
 
     smtp.always("250 2.0.0 OK")
     seen: list[str] = []
-    for _ in range(24):
+    for _ in range(40):
         page.keyboard.press("Tab")
         # Chromium stops on each part of a date-and-time field (day, month, …): one control.
         if not seen or focused(page) != seen[-1]:
             seen.append(focused(page))
         if seen[-1] == "BUTTON|Tentar de novo":
             break
-    assert seen[:4] == [
+    assert seen[:7] == [
         "INPUT|nome",
         "TEXTAREA|mensagem",
+        "INPUT|ocasiao",
+        "INPUT|ocasiao_em",
+        "INPUT|ocasiao_local",
         "INPUT|enviar_em",
         "BUTTON|Enviar convite",
     ]
@@ -421,6 +430,7 @@ def test_keyboard_alone_reaches_every_action_with_visible_focus_and_no_trap(
         assertive(FAILED.format("hugo@exemplo.com", why)),
         "textbox, Nome (opcional)",
         MESSAGE_FIELD,
+        *OCCASION_FIELDS,
         WHEN_FIELD,
         SEND_BUTTON,
         *FILTER_LINKS,
