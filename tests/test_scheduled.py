@@ -5,20 +5,28 @@ through the ``clock`` fixture; a real in-process worker (burst) and real SMTP do
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 
 from app.clock import DISPLAY_TZ, utcnow
 from app.config import Settings
 from app.invites import transitions
 from app.invites.status import Status
+from app.sending.heartbeat import WORKERS, beat
 from app.sending.pause import pause_sending
 from app.storage.database import Database
-from tests.fixtures import MovableClock, drain
+from tests.fixtures import MovableClock, drain, running_app
 from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
 from tests.services import ScriptedSmtp
+from tests.test_cli import run
+from tests.test_health import codes, saude
+
+OPS_TOKEN = "token-de-operacao-bem-comprido"
+OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
 
 HOUR = 3600.0
 
@@ -215,3 +223,27 @@ async def test_the_pause_applies_at_the_scheduled_moment(
 
     assert (await invite_row(db, created["id"])).status == Status.PENDENTE
     assert smtp.received == []
+
+
+async def test_saude_alarms_when_a_scheduled_invite_is_overdue_and_status_shows_the_next(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis, clock: MovableClock
+) -> None:
+    await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))
+    await beat(redis, WORKERS, "worker-a")
+
+    on_time = (await saude(settings)).json()
+    shown = run(settings, "status").stdout
+    async with running_app(replace(settings, ops_token=OPS_TOKEN)) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as ops:
+            page = (await ops.get("/operacao", headers=OPS)).text
+    clock.advance(HOUR + settings.alarm_pending_seconds + 1)  # and no sweep released it
+    await beat(redis, WORKERS, "worker-a")
+    late = await saude(settings)
+
+    assert "scheduled_overdue" not in codes(on_time)
+    assert on_time["agendados"]["proximo_envio"] is not None
+    assert on_time["lembretes_a_enviar"] == 0
+    assert "Próximo agendado: 20" in shown and "Lembretes a enviar: 0" in shown
+    assert "Próximo agendado" in page and "Lembretes a enviar" in page
+    assert late.status_code == 503 and "scheduled_overdue" in codes(late.json())

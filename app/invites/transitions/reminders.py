@@ -59,7 +59,7 @@ def _live_link(now: datetime, ttl_seconds: float) -> Any:
     )
 
 
-def _claimable(now: datetime, after_seconds: float, ttl_seconds: float) -> list[Any]:
+def claimable(now: datetime, after_seconds: float, ttl_seconds: float) -> list[Any]:
     """Sent and unanswered (any answer, cancel, expiry or bounce left ``enviado``), with a live
     link, and either asked for by its sender or never reminded and old enough."""
     due: Any = invites.c.reminder_requested_at.is_not(None)
@@ -88,7 +88,7 @@ def _claim_due(
     conn: Connection, after_seconds: float, ttl_seconds: float, key: str, limit: int
 ) -> list[Reminder]:
     now = utcnow()
-    where = _claimable(now, after_seconds, ttl_seconds)
+    where = claimable(now, after_seconds, ttl_seconds)
     candidates = select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
     # Conditional on the same terms, which the claim itself makes false: of two workers (or a
     # cron run twice) that pick the same row, one UPDATE wins it.
