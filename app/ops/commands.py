@@ -107,7 +107,8 @@ async def _reconcile(settings: Settings) -> int:
             webhook_requeue_seconds=lease_seconds(settings),
         )
     print(
-        f"Reconciliação feita: {done.published} do outbox para a fila, "
+        f"Reconciliação feita: {done.released} agendados liberados para envio, "
+        f"{done.published} do outbox para a fila, "
         f"{done.uncertain} viraram incerto (envio interrompido), "
         f"{done.requeued} pendentes sem job voltaram para a fila, "
         f"{done.expired} convites sem resposta expiraram."
