@@ -2,7 +2,7 @@
 invite_events.reminder; invite_links.seed (a reminder carries the same link); the occasion
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0015
 """
 
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
