@@ -62,8 +62,8 @@ OCCASION_FIELDS = [
 #: The filter by state above "Meus convites", as each link is read (the first is the page's).
 FILTER_LINKS = [
     "link, Todos, current page",
-    "link, Agendados",
     "link, Aceitos",
+    "link, Agendados",
     "link, Enviando",
     "link, Aguardando resposta",
     "link, Precisam de atenção",
