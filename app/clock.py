@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+#: The time zone every moment is shown in, and a moment typed without one is read in.
+DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
 
 
 def utcnow() -> datetime:
@@ -32,3 +36,17 @@ def duration(seconds: float | None) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def local_moment(moment: datetime | None) -> str:
+    """``12/12 às 9h00`` in the display time zone: the words for a moment a person chose."""
+    if moment is None:
+        return ""
+    local = moment.astimezone(DISPLAY_TZ)
+    return f"{local:%d/%m} às {local_hour(local)}"
+
+
+def local_hour(moment: datetime) -> str:
+    """``9h02`` in the display time zone."""
+    local = moment.astimezone(DISPLAY_TZ)
+    return f"{local.hour}h{local:%M}"

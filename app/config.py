@@ -93,6 +93,7 @@ def _checked(convert: Callable[[str], T], ok: Callable[[T], bool], why: str) -> 
 
 
 _positive_float = _checked(float, lambda v: v > 0, "must be a positive number of seconds")
+_zero_or_more = _checked(float, lambda v: v >= 0, "must be a number of seconds, 0 or more")
 _seconds_or_zero = _checked(float, lambda v: 0 <= v <= 60, "must be between 0 and 60 seconds")
 _positive_int = _checked(int, lambda v: v >= 1, "must be a whole number of at least 1")
 _env_name = _checked(str, ENVIRONMENTS.__contains__, f"must be one of {', '.join(ENVIRONMENTS)}")
@@ -300,6 +301,13 @@ class Settings:
     allowed_hosts: tuple[str, ...] = setting("ALLOWED_HOSTS", "", _host_names)
     invite_ttl_seconds: int = setting("INVITE_TTL_SECONDS", str(7 * 24 * 3600), _positive_int)
     retention_days: int = setting("RETENTION_DAYS", "180", _positive_int)
+    schedule_max_days: int = setting("SCHEDULE_MAX_DAYS", "90", _positive_int)
+    reminder_after_seconds: float = setting(
+        "REMINDER_AFTER_SECONDS", str(3 * 24 * 3600), _zero_or_more
+    )
+    reminder_min_gap_seconds: float = setting(
+        "REMINDER_MIN_GAP_SECONDS", str(24 * 3600), _zero_or_more
+    )
     trusted_proxies: tuple[Network, ...] = setting("TRUSTED_PROXIES", "127.0.0.1,::1", _networks)
     webhook_retry_backoff_seconds: tuple[float, ...] = setting(
         "WEBHOOK_RETRY_BACKOFF_SECONDS", "5,30,300,1800", _backoff

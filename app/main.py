@@ -27,7 +27,8 @@ from app.batches.isolation import READERS_PER_PROCESS
 from app.bounces.reasons import history_line
 from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
-from app.invites.status import CANCELLABLE, LABELS, PAUSED_LABEL, RESENDABLE
+from app.invites.occasion import occasion_of, occasion_words, when_and_where
+from app.invites.status import CANCELLABLE, LABELS, PAUSED_LABEL, RESCHEDULABLE, RESENDABLE
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.wakeups import Announcer
@@ -55,11 +56,13 @@ from app.web.present import (
     RESUMED_NOTICE,
     TEAM_PAUSED_NOTICE,
     announcement,
+    can_remind,
     describe,
     describe_paused,
     describe_signin,
     event_text,
     local_datetime,
+    local_input,
     local_time,
     seconds_until_slow,
 )
@@ -104,6 +107,11 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         event_text=event_text,
         local_time=local_time,
         local_datetime=local_datetime,
+        local_input=local_input,
+        can_remind=can_remind,
+        occasion_of=occasion_of,
+        occasion_words=occasion_words,
+        when_and_where=when_and_where,
         csrf_token=csrf_token_global,
         csrf_field=csrf_field,
         static_url=static.url_for,
@@ -117,6 +125,7 @@ def build_templates(static: StaticAssets) -> Jinja2Templates:
         bounce_line=history_line,
         CANCELLABLE=CANCELLABLE,
         RESENDABLE=RESENDABLE,
+        RESCHEDULABLE=RESCHEDULABLE,
         FILTERS=summary.FILTERS,
     )
     # Compiled now, not while the first streams of a burst wait for their rows.

@@ -48,7 +48,7 @@ async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
 
     assert sick.returncode == 1
     assert "COM PROBLEMAS" in sick.stdout and "[no_live_worker]" in sick.stdout
-    assert "Por status: pendente 1" in sick.stdout
+    assert "Por status: agendado 0, pendente 1" in sick.stdout
 
 
 async def test_status_json_is_the_saude_body(settings: Settings) -> None:

@@ -280,6 +280,7 @@ async def test_the_summary_line_and_the_filter_by_state(
 
     assert summary == {
         "total": 3,
+        "agendados": 0,
         "aceitos": 1,
         "enviando": 0,
         "aguardando_resposta": 1,

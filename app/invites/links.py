@@ -7,6 +7,9 @@ scanners prefetch links); only its buttons (POST) answer.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +74,13 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)  # 192 bits
 
 
+def token_from_seed(key: str, seed: str) -> str:
+    """The link token of ``seed`` under ``key`` (SECRET_KEY): 192 bits of an HMAC, so whoever
+    reads the database (seed and hash) without the key cannot rebuild a link."""
+    digest = hmac.new(key.encode(), f"convite-link:{seed}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest[:24]).decode()
+
+
 # Built once, their lists bound when they run (as app.invites.transitions.core._keyed_update).
 _REPLACE = (
     update(invite_links)
@@ -90,13 +100,18 @@ def replace_links(conn: Connection, invite_ids: Sequence[int], now: datetime) ->
     conn.execute(_REPLACE, {"ids": list(invite_ids), "now": now})
 
 
-def issue_for_claims(conn: Connection, claimed: Sequence[Invite]) -> list[str]:
+def issue_for_claims(
+    conn: Connection, claimed: Sequence[Invite], key: str | None = None
+) -> list[str]:
     """A link for each attempt whose claim this transaction won (the claim's conditional
-    UPDATE … RETURNING was the check), each invite's older links replaced."""
+    UPDATE … RETURNING was the check), each invite's older links replaced. With ``key``
+    (SECRET_KEY) the token is derived from a stored seed, so a reminder can send the same link
+    (``live_token``); without, it is random and only this mail ever knows it."""
     if len({invite.id for invite in claimed}) != len(claimed):
         raise ValueError("one invite claimed twice in one transaction")
     now = utcnow()
-    tokens = [new_token() for _ in claimed]
+    seeds = [new_token() if key is not None else None for _ in claimed]
+    tokens = [new_token() if seed is None else token_from_seed(key or "", seed) for seed in seeds]
     if claimed:
         replace_links(conn, [invite.id for invite in claimed], now)
         conn.execute(
@@ -108,11 +123,29 @@ def issue_for_claims(conn: Connection, claimed: Sequence[Invite]) -> list[str]:
                     "attempt": invite.attempt,
                     "created_at": now,
                     "replaced_at": None,
+                    "seed": seed,
                 }
-                for invite, token in zip(claimed, tokens, strict=True)
+                for invite, token, seed in zip(claimed, tokens, seeds, strict=True)
             ],
         )
     return tokens
+
+
+def live_token(conn: Connection, invite_id: int, key: str) -> tuple[str | None, datetime] | None:
+    """The token of the invite's live link and when it was issued (``None`` when it has no
+    seeded live link). The token is ``None`` when ``key`` no longer rebuilds it (SECRET_KEY
+    changed since): a mail must never carry a link that leads nowhere."""
+    row = conn.execute(
+        select(invite_links.c.seed, invite_links.c.token_hash, invite_links.c.created_at).where(
+            invite_links.c.invite_id == invite_id,
+            invite_links.c.replaced_at.is_(None),
+            invite_links.c.seed.is_not(None),
+        )
+    ).first()
+    if row is None:
+        return None
+    token = token_from_seed(key, row.seed)
+    return (token if token_hash(token) == row.token_hash else None), row.created_at
 
 
 async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink | None:

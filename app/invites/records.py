@@ -58,6 +58,13 @@ class Invite:
     sender_email: str | None
     message: str | None = None  # the sender's optional Mensagem, plain text
     batch_id: int | None = None  # sent in a batch (``app.batches``): the row updates silently
+    send_at: datetime | None = None  # scheduled: when it is to go (``agendado`` until then)
+    reminder_status: str | None = None  # the reminder: enviando | enviado | falhou
+    reminded_at: datetime | None = None  # when the last reminder was claimed
+    reminder_requested_at: datetime | None = None  # the sender pressed Lembrar
+    occasion_title: str | None = None  # what the invitation is for ("Corrida de sábado")
+    occasion_at: datetime | None = None  # when it happens (optional)
+    occasion_place: str | None = None  # where (optional)
 
 
 #: ``Invite.kind``: an invitation, a sign-in link mail, or the confirmation link of an erasure
@@ -90,6 +97,7 @@ class Event:
     error: str | None
     next_attempt_at: datetime | None
     created_at: datetime
+    reminder: str | None = None  # a reminder's event: enviado | falhou (the status unchanged)
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ class OutboxEntry:
 @dataclass(frozen=True)
 class NewInvite:
     """What a request asks for; ``app.invites.transitions.create_invites`` makes it a ``pendente``
-    row."""
+    row (``agendado`` with ``send_at``)."""
 
     sender_id: str
     email: str
@@ -134,6 +142,17 @@ class NewInvite:
     sender_email: str | None = None
     message: str | None = None
     batch_id: int | None = None
+    send_at: datetime | None = None  # written ``agendado`` when set, ``pendente`` otherwise
+    occasion: Occasion | None = None
+
+
+@dataclass(frozen=True)
+class Occasion:
+    """What an invitation is for: a title, and optionally when and where."""
+
+    title: str
+    at: datetime | None = None
+    place: str | None = None
 
 
 def new_public_id() -> str:

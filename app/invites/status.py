@@ -4,6 +4,7 @@ from enum import StrEnum
 
 
 class Status(StrEnum):
+    AGENDADO = "agendado"  # accepted for a later moment (``send_at``); pendente at its time
     PENDENTE = "pendente"  # accepted, waiting for a worker (also between retries)
     ENVIANDO = "enviando"  # a worker claimed it and is sending now
     ENVIADO = "enviado"  # the mail server accepted the message
@@ -19,6 +20,7 @@ class Status(StrEnum):
 #: Each row's badge (and a batch's counters): a ``pendente`` one reads "Enviando" (received,
 #: on its way) unless sending is paused, when it reads ``PAUSED_LABEL``.
 LABELS = {
+    Status.AGENDADO: "Agendado",
     Status.PENDENTE: "Enviando",
     Status.ENVIANDO: "Enviando",
     Status.ENVIADO: "Enviado",
@@ -45,7 +47,17 @@ RETRYABLE_IN_BULK = (Status.FALHOU, Status.INCERTO)
 ANSWERABLE = (Status.ENVIADO, Status.INCERTO, Status.DEVOLVIDO)
 
 #: States the sender may cancel: not answered yet, and no worker in the middle of sending it.
-CANCELLABLE = (Status.PENDENTE, Status.ENVIADO, Status.INCERTO, Status.FALHOU, Status.DEVOLVIDO)
+CANCELLABLE = (
+    Status.AGENDADO,
+    Status.PENDENTE,
+    Status.ENVIADO,
+    Status.INCERTO,
+    Status.FALHOU,
+    Status.DEVOLVIDO,
+)
+
+#: States whose moment of sending the sender may still change: not released to the queue yet.
+RESCHEDULABLE = (Status.AGENDADO,)
 
 #: States the sweep expires ``INVITE_TTL_SECONDS`` after the mail left (or may have left).
 EXPIRABLE = (Status.ENVIADO, Status.INCERTO)
@@ -71,10 +83,12 @@ class FailureClass(StrEnum):
 
 
 #: An invite in one of these states makes a second one to the same address a duplicate (409).
-ON_ITS_WAY = (Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
+ON_ITS_WAY = (Status.AGENDADO, Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
 
-#: The summary line above "Meus convites": on their way out (badge "Enviando", or "Pausado"
-#: for a ``pendente`` one while sending is paused), waiting for an answer, and needing the sender.
+#: The summary line above "Meus convites": scheduled, on their way out (badge "Enviando", or
+#: "Pausado" for a ``pendente`` one while sending is paused), waiting for an answer, and needing
+#: the sender.
+SCHEDULED = (Status.AGENDADO,)
 ON_THE_WAY_OUT = (Status.PENDENTE, Status.ENVIANDO)
 AWAITING_ANSWER = (Status.ENVIADO,)
 NEEDS_ATTENTION = (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO)

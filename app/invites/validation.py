@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from email_validator import EmailNotValidError, validate_email
+
+from app.clock import DISPLAY_TZ
+from app.invites.records import Occasion
 
 MAX_EMAIL_LENGTH = 254
 MAX_NAME_LENGTH = 100
@@ -112,6 +116,88 @@ def parse_invite(data: dict[str, object]) -> InviteRequest:
     if errors or email is None:
         raise InvalidInvite(errors)
     return InviteRequest(email=email, name=name, message=message)
+
+
+def check_send_at(
+    raw: object, now: datetime, max_days: int, *, local: bool
+) -> tuple[datetime | None, str | None]:
+    """The optional "Enviar em" (``enviar_em``): ``None`` to send now, or an aware moment after
+    ``now`` and at most ``max_days`` ahead. ``local``: a moment without a UTC offset (the form's
+    ``datetime-local``) is São Paulo time; a JSON client must give the offset."""
+    moment, problem = _moment(raw, "enviar_em", local=local)
+    if moment is None:
+        return None, problem
+    if moment <= now:
+        return None, "Esse momento já passou. Escolha uma data e hora no futuro."
+    if moment - now > timedelta(days=max_days):
+        return None, f"Dá para agendar no máximo {max_days} dias à frente."
+    return moment, None
+
+
+MAX_OCCASION_TITLE_LENGTH = 120
+MAX_OCCASION_PLACE_LENGTH = 200
+
+
+def _one_line(raw: object, what: str, limit: int) -> tuple[str | None, str | None]:
+    """A short plain text on one line (it goes into a mail's subject): ``None`` if empty."""
+    if raw is None or raw == "":
+        return None, None
+    if not isinstance(raw, str):
+        return None, f"{what} precisa ser um texto."
+    if _has_control_chars(raw.strip()):
+        return None, f"{what} não pode ter quebras de linha nem caracteres de controle."
+    text = " ".join(raw.split())
+    if len(text) > limit:
+        return None, f"{what} pode ter no máximo {limit} caracteres."
+    if _ENCODED_WORD.search(text):
+        return None, f"{what} não pode conter sequências como “=?…?”."
+    return text or None, None
+
+
+def check_occasion(
+    data: dict[str, object], now: datetime, *, local: bool
+) -> tuple[Occasion | None, dict[str, str]]:
+    """The optional occasion (``ocasiao``, ``ocasiao_em``, ``ocasiao_local``): a title, and a
+    moment still to come and a place, which need the title."""
+    title, title_error = _one_line(
+        data.get("ocasiao"), "O nome da ocasião", MAX_OCCASION_TITLE_LENGTH
+    )
+    place, place_error = _one_line(data.get("ocasiao_local"), "O local", MAX_OCCASION_PLACE_LENGTH)
+    at, at_error = _moment(data.get("ocasiao_em"), "ocasiao_em", local=local)
+    if at is not None and at <= now:
+        at, at_error = None, "A data da ocasião já passou."
+    errors = {
+        field: message
+        for field, message in (
+            ("ocasiao", title_error),
+            ("ocasiao_em", at_error),
+            ("ocasiao_local", place_error),
+        )
+        if message
+    }
+    if title is None and (at is not None or place is not None) and "ocasiao" not in errors:
+        errors["ocasiao"] = "Dê um nome à ocasião (por exemplo, Corrida de sábado)."
+    if errors or title is None:
+        return None, errors
+    return Occasion(title, at, place), {}
+
+
+def _moment(raw: object, field: str, *, local: bool) -> tuple[datetime | None, str | None]:
+    """An aware moment from ISO 8601 (São Paulo time when ``local`` and it has no offset)."""
+    if raw is None or raw == "":
+        return None, None
+    example = "2026-12-12T09:00:00-03:00"
+    if not isinstance(raw, str):
+        return None, f"Informe a data e a hora como texto, por exemplo {example}."
+    try:
+        moment = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return None, "A data e a hora não estão num formato que entendemos."
+    if moment.tzinfo is None:
+        if not local:
+            return None, f"Informe o fuso horário em {field}, por exemplo {example}."
+        moment = moment.replace(tzinfo=DISPLAY_TZ)
+    return moment, None
 
 
 def same_address(email: str) -> str:

@@ -67,6 +67,17 @@ def _summary(health: Health) -> list[str]:
         if facts.pause is not None:
             lines.append(f"Envio PAUSADO pela equipe desde {facts.pause.since:%Y-%m-%d %H:%M} UTC")
         lines.append(f"Pendente mais antigo: {duration(facts.oldest_pending_seconds)}")
+        nxt = facts.next_scheduled_at
+        lines.append(
+            "Próximo agendado: "
+            + (f"{nxt:%Y-%m-%d %H:%M} UTC" if nxt else "nenhum")
+            + (
+                f" (atrasado {duration(facts.overdue_scheduled_seconds)})"
+                if facts.overdue_scheduled_seconds is not None
+                else ""
+            )
+        )
+        lines.append(f"Lembretes a enviar: {facts.reminders_due}")
         lines.append(
             "Por status: " + ", ".join(f"{name} {count}" for name, count in facts.counts.items())
         )
@@ -96,7 +107,8 @@ async def _reconcile(settings: Settings) -> int:
             webhook_requeue_seconds=lease_seconds(settings),
         )
     print(
-        f"Reconciliação feita: {done.published} do outbox para a fila, "
+        f"Reconciliação feita: {done.released} agendados liberados para envio, "
+        f"{done.published} do outbox para a fila, "
         f"{done.uncertain} viraram incerto (envio interrompido), "
         f"{done.requeued} pendentes sem job voltaram para a fila, "
         f"{done.expired} convites sem resposta expiraram."

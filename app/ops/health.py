@@ -11,17 +11,19 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from arq.constants import default_queue_name
 from redis.asyncio import Redis
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.config import Settings
 from app.invites.records import INVITE
 from app.invites.status import Status
+from app.invites.transitions.reminders import claimable
 from app.ratelimit import sends_this_hour
 from app.sending.heartbeat import BOUNCE_RECEIVER_SECONDS, BOUNCE_RECEIVERS, WORKERS, alive, known
 from app.sending.pause import Pause, read_pause
@@ -59,6 +61,9 @@ class DatabaseFacts:
     oldest_pending_seconds: float | None = None
     failures: list[FailureGroup] = field(default_factory=list)
     pause: Pause | None = None  # sending paused on purpose (app.sending.pause)
+    next_scheduled_at: datetime | None = None  # the next agendado invite's moment
+    overdue_scheduled_seconds: float | None = None  # how late the most overdue agendado is
+    reminders_due: int = 0  # reminders the worker's next pass would claim
 
 
 @dataclass
@@ -96,10 +101,11 @@ class Health:
         return min(self.redis.workers.values())
 
 
-async def _database_facts(db: Database) -> DatabaseFacts:
+async def _database_facts(db: Database, settings: Settings) -> DatabaseFacts:
     now = utcnow()
     facts = DatabaseFacts(counts={status.value: 0 for status in Status})
     async with db.read() as conn:
+        await _time_facts(conn, facts, settings)
         # Invites by status (sign-in mails are not invites; they do count as waiting work).
         rows = await conn.execute(
             select(invites.c.status, func.count())
@@ -129,6 +135,21 @@ async def _database_facts(db: Database) -> DatabaseFacts:
     if oldest_due is not None:
         facts.oldest_pending_seconds = max(0.0, (now - oldest_due).total_seconds())
     return facts
+
+
+async def _time_facts(conn: AsyncConnection, facts: DatabaseFacts, settings: Settings) -> None:
+    """The next scheduled send, how late the most overdue one is (the sweep releases them every
+    two seconds: late means no worker, or the clock jumped), and the reminders due."""
+    now = utcnow()
+    scheduled = invites.c.status == Status.AGENDADO.value
+    facts.next_scheduled_at = (
+        await conn.execute(select(func.min(invites.c.send_at)).where(scheduled))
+    ).scalar()
+    if facts.next_scheduled_at is not None and facts.next_scheduled_at <= now:
+        facts.overdue_scheduled_seconds = (now - facts.next_scheduled_at).total_seconds()
+    due = claimable(now, settings.reminder_after_seconds, settings.invite_ttl_seconds)
+    count = await conn.execute(select(func.count()).select_from(invites).where(*due))
+    facts.reminders_due = int(count.scalar() or 0)
 
 
 async def _redis_facts(redis: Redis, heartbeat_seconds: float) -> RedisFacts:
@@ -191,6 +212,17 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
                 "O receptor de devoluções parou: devoluções não estão sendo lidas.",
             )
         )
+    late = health.database.overdue_scheduled_seconds if health.database else None
+    # The release changes no mail and ignores the pause: a late one means the sweep is not running.
+    if late is not None and late > settings.alarm_pending_seconds:
+        problems.append(
+            Problem(
+                "scheduled_overdue",
+                f"O convite agendado mais atrasado devia ter saído há {late:.0f} s "
+                f"(limite: {settings.alarm_pending_seconds:g} s): o worker não está liberando "
+                "os agendados.",
+            )
+        )
     oldest = health.database.oldest_pending_seconds if health.database else None
     paused = health.database is not None and health.database.pause is not None
     # A pause the team chose is not a failure: invites are expected to wait through it.
@@ -209,12 +241,16 @@ def _problems(health: Health, settings: Settings) -> list[Problem]:
 async def check_health(settings: Settings, db: Database, redis: Redis) -> Health:
     """Probe the database and Redis (side by side, each bounded) and judge the result."""
     (database, database_error), (redis_facts, redis_error) = await asyncio.gather(
-        probe(_database_facts(db), "database"),
+        probe(_database_facts(db, settings), "database"),
         probe(_redis_facts(redis, settings.worker_heartbeat_seconds), "redis"),
     )
     health = Health(database, database_error, redis_facts, redis_error, problems=[])
     health.problems = _problems(health, settings)
     return health
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 def redact_addresses(text: str) -> str:
@@ -269,6 +305,15 @@ def health_json(health: Health, public: bool = False) -> dict[str, Any]:
         },
         "envio": _pause_json(database.pause, public) if database else {"pausado": None},
         "por_status": database.counts if database else None,
+        "agendados": {
+            "proximo_envio": iso(database.next_scheduled_at) if database else None,
+            "atraso_segundos": (
+                round(database.overdue_scheduled_seconds, 3)
+                if database and database.overdue_scheduled_seconds is not None
+                else None
+            ),
+        },
+        "lembretes_a_enviar": database.reminders_due if database else None,
         "devolucoes": {"receptores_ativos": redis.bounce_receivers[0] if redis else None},
         "falhas_ultima_hora": (
             None

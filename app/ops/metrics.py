@@ -206,6 +206,9 @@ class Snapshot:
     bounces: dict[tuple[str, str], int] | None = None  # (class, outcome) → bounces kept
     endings: dict[str, int] | None = None  # aceito/recusado/expirado/cancelado → events
     retention_deleted: dict[str, int] | None = None  # table → rows the retention job deleted
+    reminders: dict[str, int] | None = (
+        None  # a reminder's outcome (enviado/falhou/incerto) → events
+    )
 
 
 ENDINGS = (Status.ACEITO, Status.RECUSADO, Status.EXPIRADO, Status.CANCELADO)
@@ -229,8 +232,19 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
             await conn.execute(
                 select(invite_events.c.status, invite_events.c.failure_class, func.count())
                 .join(invites, invites.c.id == invite_events.c.invite_id)
-                .where(invite_events.c.status.in_(COUNTED_EVENTS), invitations)
+                .where(
+                    invite_events.c.status.in_(COUNTED_EVENTS),
+                    invite_events.c.reminder.is_(None),  # a reminder changes no status
+                    invitations,
+                )
                 .group_by(invite_events.c.status, invite_events.c.failure_class)
+            )
+        ).all()
+        reminded = (
+            await conn.execute(
+                select(invite_events.c.reminder, func.count())
+                .where(invite_events.c.reminder.is_not(None))
+                .group_by(invite_events.c.reminder)
             )
         ).all()
     per_status = {status: 0 for status in COUNTED_EVENTS}
@@ -246,6 +260,8 @@ async def database_counters(db: Database, snapshot: Snapshot) -> None:
     snapshot.sent = per_status[Status.ENVIADO]
     snapshot.failed = failed
     snapshot.endings = {status.value: per_status[status] for status in ENDINGS}
+    snapshot.reminders = {"enviado": 0, "falhou": 0, "incerto": 0}
+    snapshot.reminders.update({str(outcome): int(count) for outcome, count in reminded})
 
 
 async def redis_counters(redis: Redis, snapshot: Snapshot, sse_stale_after: float) -> None:
@@ -330,6 +346,15 @@ class SnapshotCollector(Collector):
                     labels=["status"],
                 ),
                 snap.endings or {},
+            )
+            yield _labelled(
+                CounterMetricFamily(
+                    "convites_reminders",
+                    "Reminders by outcome: enviado, falhou (refused; the invite unchanged), "
+                    "incerto (cut mid-message; never sent again on its own).",
+                    labels=["result"],
+                ),
+                snap.reminders or {},
             )
         if snap.bounces_refused is not None:
             yield _labelled(

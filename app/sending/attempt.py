@@ -201,7 +201,11 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
         log.info("sending paused; job left for later", extra={"invite": public_id})
         return "paused"
     won = await transitions.claim_with_link(
-        ctx["db"], public_id, attempt, settings.sending_lease_seconds
+        ctx["db"],
+        public_id,
+        attempt,
+        settings.sending_lease_seconds,
+        link_key=settings.secret_key,
     )
     if won is None:
         # A redelivered job, or an attempt that another job already ran: nothing to do.

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import datetime
 from email.headerregistry import Address, BaseHeader, HeaderRegistry
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
 
+import icalendar
+
 from app.bounces.addresses import bounce_address, envelope_id, opt_out_address
+from app.clock import local_moment, utcnow
 from app.config import Settings
 from app.consent.confirmation import LINK_TTL_SECONDS
 from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
+from app.invites.occasion import occasion_of, occasion_words
 from app.invites.records import ERASURE_MAIL, SIGNIN_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
 
@@ -59,9 +64,12 @@ def compose(
     *,
     reply_to: tuple[str | None, str] | None = None,
     headers: dict[str, str] | None = None,
+    tag: str = "",
+    calendar: str | None = None,
 ) -> OutgoingMail:
     """One message to ``invite.email``, text and HTML, its Message-ID made of the row and the
-    attempt so that a mail log or a returned message leads to them."""
+    attempt (and ``tag``: ``.lembrete`` for a reminder) so that a mail log or a returned message
+    leads to them."""
     message = EmailMessage(policy=POLICY)
     message["From"] = settings.mail_from
     message["To"] = _address(invite.name, invite.email)
@@ -69,7 +77,7 @@ def compose(
     message["Date"] = formatdate(localtime=False)
     if reply_to is not None:
         message["Reply-To"] = _address(*reply_to)
-    message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}@{settings.mail_domain}>"
+    message["Message-ID"] = f"<{invite.public_id}.{invite.attempt}{tag}@{settings.mail_domain}>"
     message["X-Correlation-ID"] = invite.correlation_id
     message["X-Convite-ID"] = invite.public_id
     for name, value in (headers or {}).items():
@@ -78,6 +86,14 @@ def compose(
     # otherwise write 8-bit text, and we never ask the server for 8BITMIME.
     message.set_content(text, cte="base64")
     message.add_alternative(page, subtype="html", cte="base64")
+    if calendar is not None:
+        message.add_attachment(
+            calendar,
+            subtype="calendar",
+            filename="convite.ics",
+            params={"method": "PUBLISH"},
+            cte="base64",
+        )
     return OutgoingMail(
         invite.email,
         message.as_bytes(),
@@ -125,11 +141,39 @@ NO_LINKS_IN_MESSAGE = "Endereços na mensagem aparecem sem link: quem os escreve
 
 
 def _who_invites(invite: Invite) -> str:
+    what = occasion_words(invite)
+    to = f" para {what}" if what else ""
     if invite.sender_email is None:  # written before senders were accounts
-        return "Você recebeu um convite."
+        return f"Você recebeu um convite{to}."
     name = invite.sender_name or invite.sender_email
-    # Who invites, plainly: what for is the sender's Mensagem, not the tool's name.
-    return f"{name} ({invite.sender_email}) convidou você."
+    # Who invites, plainly: what for is the occasion or the sender's Mensagem, not the tool's name.
+    return f"{name} ({invite.sender_email}) convidou você{to}."
+
+
+def _author(invite: Invite) -> str:
+    return invite.sender_name or invite.sender_email or "Alguém"
+
+
+def _calendar(settings: Settings, invite: Invite) -> str | None:
+    """A dated occasion as an iCalendar event (RFC 5545) that calendars open; ``None`` if the
+    occasion has no date."""
+    occasion = occasion_of(invite)
+    if occasion is None or occasion.at is None:
+        return None
+    event = icalendar.Event()
+    event.add("uid", f"{invite.public_id}@{settings.mail_domain}")
+    event.add("dtstamp", utcnow())
+    event.add("dtstart", occasion.at)
+    event.add("summary", occasion.title)
+    if occasion.place:
+        event.add("location", occasion.place)
+    event.add("description", f"Convite de {_author(invite)}")
+    calendar = icalendar.Calendar()
+    calendar.add("prodid", "-//Convites//pt-BR")
+    calendar.add("version", "2.0")
+    calendar.add("method", "PUBLISH")
+    calendar.add_component(event)
+    return bytes(calendar.to_ical()).decode()
 
 
 #: The way out, in every invitation's text and HTML parts (and on its ``/c/{token}`` page).
@@ -166,10 +210,16 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
         [_greeting(invite), who, *message, f"{ONLY_LINK} {answer}\n{link}", f"{OPT_OUT}:\n{optout}"]
     )
     reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
+    occasion = occasion_of(invite)
+    subject = (
+        f"{_author(invite)} convidou você para {occasion.title}"
+        if occasion
+        else "Você recebeu um convite"
+    )
     return compose(
         settings,
         invite,
-        "Você recebeu um convite",
+        subject,
         text + "\n",
         _page(
             _greeting(invite),
@@ -181,6 +231,44 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
         ),
         reply_to=reply_to,
         headers=unsubscribe_headers(settings, invite),
+        calendar=_calendar(settings, invite),
+    )
+
+
+def reminder(settings: Settings, invite: Invite, token: str, expires_at: datetime) -> OutgoingMail:
+    """The one reminder: the invitation's own link (it keeps working), when it ends, and the
+    way out, as in the invitation."""
+    link = f"{settings.public_url}/c/{token}"
+    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id)
+    author = _author(invite)
+    what = occasion_words(invite)
+    to = f" para {what}" if what else ""
+    who = f"{author} convidou você{to} e ainda não recebeu sua resposta."
+    until = f"O convite vale até {local_moment(expires_at)} (horário de Brasília)."
+    answer = "Para aceitar ou recusar, abra o link:"
+    text = "\n\n".join(
+        [_greeting(invite), who, until, f"{ONLY_LINK} {answer}\n{link}", f"{OPT_OUT}:\n{optout}"]
+    )
+    reply_to = (invite.sender_name, invite.sender_email) if invite.sender_email else None
+    return compose(
+        settings,
+        invite,
+        f"Lembrete: {author} convidou você…"
+        if invite.occasion_title is None
+        else f"Lembrete: {author} convidou você para {invite.occasion_title}",
+        text + "\n",
+        _page(
+            _greeting(invite),
+            who,
+            until,
+            f"{ONLY_LINK} {answer}",
+            link=(link, "Responder ao convite"),
+            footer=(optout, OPT_OUT),
+        ),
+        reply_to=reply_to,
+        headers=unsubscribe_headers(settings, invite),
+        tag=".lembrete",
+        calendar=_calendar(settings, invite),
     )
 
 

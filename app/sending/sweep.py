@@ -1,13 +1,15 @@
 """The reconciliation sweep: what no request and no job will do on its own.
 
-It publishes outbox rows whose fast path failed, turns expired leases ``incerto``, re-enqueues
-``pendente`` rows whose job Redis lost, expires unanswered invites, and puts due webhook
-deliveries on the queue (``app.webhooks.deliver``). An arq cron of the
+It releases scheduled invites whose moment has come, publishes outbox rows whose fast path
+failed, turns expired leases ``incerto``, re-enqueues ``pendente`` rows whose job Redis lost,
+expires unanswered invites, and puts due webhook deliveries on the queue
+(``app.webhooks.deliver``). An arq cron of the
 worker, and ``python -m app reconcile``; it needs nothing of arq's job context.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,11 +47,10 @@ class Sweep:
     requeued: int
     expired: int = 0
     webhooks: int = 0  # webhook deliveries put on the queue
+    released: int = 0  # scheduled invites released to pendente
 
     def any(self) -> bool:
-        return bool(
-            self.published or self.uncertain or self.requeued or self.expired or self.webhooks
-        )
+        return any(vars(self).values())
 
 
 async def overdue_pending(
@@ -110,8 +111,12 @@ async def reconcile(
     invite_ttl_seconds: float,
     webhook_requeue_seconds: float,
 ) -> Sweep:
-    """One pass: publish the outbox, expire leases, re-enqueue pending rows whose job is gone,
-    expire unanswered invites, put due webhook deliveries on the queue."""
+    """One pass: release scheduled invites that are due, publish the outbox, expire leases,
+    re-enqueue pending rows whose job is gone, expire unanswered invites, put due webhook
+    deliveries on the queue."""
+    # Released first: their jobs are enqueued at once, and the relay below covers an outage.
+    released = await transitions.release_due(db)
+    await asyncio.gather(publisher.publish_or_leave(released), announcer.announce_all(released))
     published = await relay_outbox(db, publisher)
     expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
     await announcer.announce_all(expired)
@@ -125,7 +130,7 @@ async def reconcile(
     unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)
     await announcer.announce_all(unanswered)
     deliveries = await publish_due(db, redis, webhook_requeue_seconds)
-    sweep = Sweep(published, len(expired), len(lost), len(unanswered), deliveries)
+    sweep = Sweep(published, len(expired), len(lost), len(unanswered), deliveries, len(released))
     if sweep.any():
         log.info("reconciled", extra=vars(sweep))
     return sweep

@@ -48,6 +48,7 @@ from app.sending.queue import (
     Publisher,
     send_timeout_seconds,
 )
+from app.sending.reminders import send_due_reminders
 from app.sending.sweep import reconcile as sweep
 from app.storage.database import Database
 from app.webhooks.deliver import DELIVER_FUNCTION, deliver_webhook, lease_seconds
@@ -109,6 +110,13 @@ async def purge_ended(ctx: dict[str, Any]) -> dict[str, int]:
     removed = await retention.purge(ctx["db"], utcnow(), ctx["settings"].retention_days)
     await count_retention(ctx["redis"], removed)
     return dict(removed)
+
+
+async def remind(ctx: dict[str, Any]) -> int:
+    """The arq cron around one reminder pass (``app.sending.reminders``)."""
+    return await send_due_reminders(
+        ctx["db"], ctx["mailer"], ctx["announcer"], ctx["settings"], ctx["pause"]
+    )
 
 
 async def _heartbeat_forever(ctx: dict[str, Any], failing: bool) -> None:
@@ -209,6 +217,13 @@ def worker_options(settings: Settings) -> dict[str, Any]:
                 minute={30},
                 second={0},
                 timeout=retention.TIMEOUT_SECONDS,
+            ),
+            # A reminder is never urgent: every ten seconds, on seconds the sweep leaves free.
+            cron(
+                tracked(remind),
+                second=set(range(1, 60, 10)),
+                run_at_startup=True,
+                timeout=SWEEP_TIMEOUT_SECONDS,
             ),
         ],
         "on_startup": startup,

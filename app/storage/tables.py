@@ -96,11 +96,27 @@ invites = Table(
     Column("message", Text),
     # The batch it was sent in (``app.batches``), if any: its row then updates silently.
     Column("batch_id", Id, ForeignKey("batches.id")),
+    # The moment the sender asked it to go (``agendado`` until then); kept after it went.
+    Column("send_at", UTCDateTime),
+    # What the invitation is for (optional): a title, and a moment and a place (plain text).
+    Column("occasion_title", String(120)),
+    Column("occasion_at", UTCDateTime),
+    Column("occasion_place", String(200)),
+    # The one reminder (``app.invites.transitions.reminders``): enviando (claimed; if it stays,
+    # it is ambiguous and never re-sent on its own) | enviado | falhou, and when it was claimed.
+    Column("reminder_status", String(16)),
+    Column("reminded_at", UTCDateTime),
+    # The sender pressed Lembrar: the worker's sweep claims and sends it.
+    Column("reminder_requested_at", UTCDateTime),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
     Index("ix_invites_sender_email", "sender_id", "email"),
     Index("ix_invites_email_created_at", "email", "created_at"),
     Index("ix_invites_batch_id", "batch_id", "id"),
+    # The sweep releases the scheduled invites that are due.
+    Index("ix_invites_status_send_at", "status", "send_at"),
+    # The sweep looks for sent invites old enough for their reminder.
+    Index("ix_invites_status_sent_at", "status", "sent_at"),
 )
 
 
@@ -143,6 +159,8 @@ invite_events = Table(
     Column("created_at", UTCDateTime, nullable=False),
     # On falhou/incerto events: transient_exhausted | permanent | uncertain (app.invites.status).
     Column("failure_class", String(24)),
+    # On a reminder's event (the invite's status unchanged): enviado | falhou.
+    Column("reminder", String(16)),
     Index("ix_invite_events_sender_id", "sender_id", "id"),
     Index("ix_invite_events_invite_id", "invite_id", "id"),
     # Health and metrics count events by status and look at the last hour of failures.
@@ -231,6 +249,9 @@ invite_links = Table(
     Column("attempt", Integer, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("replaced_at", UTCDateTime),
+    # The token is an HMAC of this seed under SECRET_KEY, so a reminder can carry the same link
+    # while the database alone still cannot rebuild it (empty on links issued before).
+    Column("seed", String(64)),
     UniqueConstraint("token_hash", name="uq_invite_links_token_hash"),
     Index("ix_invite_links_invite_id", "invite_id", "id"),
     # One live link per invite, enforced by the database too.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from starlette.datastructures import URL
@@ -18,7 +19,7 @@ from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
 from app.invites.records import Account, Change, Duplicate, Invite
 from app.invites.status import RESENDABLE, Status
-from app.invites.validation import InvalidInvite, parse_invite
+from app.invites.validation import InvalidInvite, check_occasion, check_send_at, parse_invite
 from app.logs import correlation_id
 from app.web.common import (
     client_network,
@@ -142,10 +143,16 @@ async def create(request: Request) -> Response:
         data = await read_body(request)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
+    send_at, send_at_error = send_at_of(request, data)
+    occasion, errors = check_occasion(data, utcnow(), local=not _json_body(request))
+    if send_at_error is not None:
+        errors["enviar_em"] = send_at_error
     try:
         invite_request = parse_invite(data)
     except InvalidInvite as exc:
-        return await _invalid(request, data, exc.errors)
+        return await _invalid(request, data, {**exc.errors, **errors})
+    if errors:
+        return await _invalid(request, data, errors)
     db, account = db_of(request), request.state.account
     refusal = await refusal_for(db, invite_request.email)
     if refusal is not None:
@@ -163,6 +170,8 @@ async def create(request: Request) -> Response:
         sender_name=account.name,
         sender_email=account.email,
         message=invite_request.message,
+        send_at=send_at,
+        occasion=occasion,
     )
     if isinstance(change, Duplicate):
         await refused_after_counting(request, invite_request.email)
@@ -172,8 +181,23 @@ async def create(request: Request) -> Response:
     return accepted(request, change, fresh_form=True)
 
 
+#: The fields of the invite form, as typed (shown again after a refusal).
+FORM_FIELDS = ("email", "nome", "mensagem", "enviar_em", "ocasiao", "ocasiao_em", "ocasiao_local")
+
+
+def _json_body(request: Request) -> bool:
+    return request.headers.get("content-type", "").startswith("application/json")
+
+
+def send_at_of(request: Request, data: dict[str, Any]) -> tuple[datetime | None, str | None]:
+    """The optional "Enviar em" of a form (São Paulo time) or ``enviar_em`` of a JSON body
+    (with its offset), checked against now and ``SCHEDULE_MAX_DAYS``."""
+    max_days = settings_of(request).schedule_max_days
+    return check_send_at(data.get("enviar_em"), utcnow(), max_days, local=not _json_body(request))
+
+
 async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str]) -> Response:
-    values = typed_values(data, "email", "nome", "mensagem")
+    values = typed_values(data, *FORM_FIELDS)
     answer = invalid_form(request, errors, values, "_form.html", "form-convite")
     if answer is not None:
         return answer
@@ -206,7 +230,7 @@ async def _list_context(request: Request, before: int | None = None) -> dict[str
 
 async def _index_context(request: Request) -> dict[str, Any]:
     context = await _list_context(request)
-    context.update(errors={}, values={"email": "", "nome": "", "mensagem": ""})
+    context.update(errors={}, values=dict.fromkeys(FORM_FIELDS, ""))
     return context
 
 

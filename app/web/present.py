@@ -6,14 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from app.bounces.history import Bounce, bounce_json
 from app.bounces.reasons import in_plain_words
+from app.clock import DISPLAY_TZ, local_hour, local_moment
 from app.invites.records import Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
-
-DISPLAY_TZ = ZoneInfo("America/Sao_Paulo")
 
 
 def local_time(moment: datetime | None) -> str:
@@ -28,6 +26,13 @@ def local_datetime(moment: datetime | None) -> str:
     if moment is None:
         return ""
     return moment.astimezone(DISPLAY_TZ).strftime("%d/%m/%Y %H:%M:%S")
+
+
+def local_input(moment: datetime | None) -> str:
+    """``2026-12-12T09:00``: the value of a ``datetime-local`` field, in the display time zone."""
+    if moment is None:
+        return ""
+    return moment.astimezone(DISPLAY_TZ).strftime("%Y-%m-%dT%H:%M")
 
 
 def is_slow(invite: Invite, now: datetime, slow_after_seconds: float) -> bool:
@@ -58,6 +63,10 @@ def _person(invite: Invite) -> str:
 
 #: What a row says in each state that needs no more than the row: (message, detail).
 _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
+    Status.AGENDADO: lambda i: (
+        f"Agendado para {local_moment(i.send_at)} (convite para {i.email}).",
+        "Sai nessa hora. Até lá, dá para mudar o horário ou cancelar.",
+    ),
     Status.ENVIADO: lambda i: (
         f"Convite para {i.email} enviado.",
         f"Enviado às {local_time(i.sent_at)}.",
@@ -119,10 +128,28 @@ _SAID_SIGNIN: dict[Status, Callable[[Invite], tuple[str, str]]] = {
 }
 
 
+#: What a sent invite's row adds about its reminder (``reminder_status``).
+_REMINDER_DETAIL: dict[str | None, Callable[[Invite], str]] = {
+    "enviado": lambda i: f"Lembrete enviado às {local_hour(i.reminded_at or i.updated_at)}.",
+    "falhou": lambda i: "O lembrete não foi enviado (veja o histórico).",
+    "incerto": lambda i: "Não conseguimos confirmar o envio do lembrete.",
+}
+
+
+def _with_reminder(invite: Invite, said: tuple[str, str]) -> tuple[str, str]:
+    if invite.reminder_requested_at is not None:
+        return said[0], f"{said[1]} Lembrete pedido: sai em instantes."
+    if invite.reminder_status in _REMINDER_DETAIL:
+        return said[0], f"{said[1]} {_REMINDER_DETAIL[invite.reminder_status](invite)}"
+    return said
+
+
 def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> StatusText:
     """The truth about ``invite`` in pt-BR. Only an ``enviado`` row ever reads as sent."""
     who = invite.email
     label = LABELS[invite.status]
+    if invite.status == Status.ENVIADO:
+        return StatusText(label, *_with_reminder(invite, _SAID[invite.status](invite)))
     if invite.status in _SAID:
         return StatusText(label, *_SAID[invite.status](invite))
     if invite.status == Status.ENVIANDO:
@@ -199,6 +226,8 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
     """
     if invite.batch_id is not None and invite.status not in (Status.ACEITO, Status.RECUSADO):
         return "", ""
+    if invite.status == Status.ENVIADO and (invite.reminder_requested_at or invite.reminder_status):
+        return reminder_announcement(invite)
     if invite.status in (Status.FALHOU, Status.INCERTO, Status.DEVOLVIDO):
         return f"{text.message} {text.detail}", "alert"
     if invite.status == Status.ENVIANDO:
@@ -206,9 +235,46 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
     return text.message, "status"
 
 
+def reminder_announcement(invite: Invite) -> tuple[str, str]:
+    """What is heard about a sent invite's reminder: asked for, then what became of it."""
+    who = invite.email
+    if invite.reminder_requested_at is not None:
+        return f"Lembrete pedido para {who}.", "status"
+    if invite.reminder_status == "enviado":
+        at = local_hour(invite.reminded_at or invite.updated_at)
+        return f"Lembrete enviado para {who} às {at}.", "status"
+    if invite.reminder_status == "falhou":
+        return (
+            f"Não foi possível enviar o lembrete para {who}. O convite continua valendo.",
+            "alert",
+        )
+    if invite.reminder_status == "incerto":
+        return f"Não conseguimos confirmar o envio do lembrete para {who}.", "alert"
+    return "", ""  # claimed, sending now: a passing moment
+
+
+def can_remind(invite: Invite, now: datetime, min_gap_seconds: float) -> bool:
+    """Whether the row offers Lembrar: sent, unanswered, not asked already, and not reminded
+    within ``min_gap_seconds``."""
+    if invite.status != Status.ENVIADO or invite.reminder_requested_at is not None:
+        return False
+    last = invite.reminded_at
+    return last is None or now - last >= timedelta(seconds=min_gap_seconds)
+
+
+_REMINDER_EVENTS = {
+    "enviado": lambda e: f"Lembrete enviado às {local_hour(e.created_at)}",
+    "falhou": lambda e: f"Lembrete não enviado: {e.error or 'motivo desconhecido.'}",
+    "incerto": lambda e: f"Lembrete talvez não enviado: {e.error or 'motivo desconhecido.'}",
+}
+
+
 def event_text(event: Event) -> str:
     """One line of the history: what happened at that moment."""
+    if event.reminder in _REMINDER_EVENTS:
+        return _REMINDER_EVENTS[event.reminder](event)
     texts = {
+        Status.AGENDADO: f"Agendado para {local_moment(event.next_attempt_at)}",
         Status.PENDENTE: (
             "Criado: na fila para envio" if event.attempt == 1 else "Reenvio pedido: na fila"
         ),
@@ -251,6 +317,12 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         "criado_em": iso(invite.created_at),
         "atualizado_em": iso(invite.updated_at),
         "enviado_em": iso(invite.sent_at),
+        "enviar_em": iso(invite.send_at),
+        "lembrete": invite.reminder_status,
+        "ocasiao": invite.occasion_title,
+        "ocasiao_em": iso(invite.occasion_at),
+        "ocasiao_local": invite.occasion_place,
+        "lembrete_em": iso(invite.reminded_at),
         "proxima_tentativa_em": iso(invite.next_attempt_at)
         if invite.status == Status.PENDENTE
         else None,
@@ -283,5 +355,6 @@ def event_json(event: Event) -> dict[str, Any]:
         if event.next_attempt_at
         else None,
         "em": event.created_at.isoformat(),
+        "lembrete": event.reminder,
         "descricao": event_text(event),
     }

@@ -25,6 +25,8 @@ from app.web import (
     mailbox,
     open_sessions,
     optout,
+    reminding,
+    scheduling,
     signin,
     summary,
     webhooks,
@@ -46,6 +48,8 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
         Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
         Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
+        Route("/convites/{public_id}/reagendar", scheduling.reschedule, methods=["POST"]),
+        Route("/convites/{public_id}/lembrar", reminding.remind, methods=["POST"]),
         # Signing in and the account.
         Route("/entrar", signin.show_form, methods=["GET"]),
         Route("/entrar", signin.request_link, methods=["POST"]),

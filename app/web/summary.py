@@ -11,7 +11,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.invites import queries
-from app.invites.status import AWAITING_ANSWER, NEEDS_ATTENTION, ON_THE_WAY_OUT, Status
+from app.invites.status import (
+    AWAITING_ANSWER,
+    NEEDS_ATTENTION,
+    ON_THE_WAY_OUT,
+    SCHEDULED,
+    Status,
+)
 from app.web.common import db_of, render, sender_id, wants_json
 from app.web.identity import signed_in
 
@@ -26,6 +32,7 @@ class Filter:
 FILTERS = (
     Filter("todos", "Todos", None),
     Filter("aceitos", "Aceitos", (Status.ACEITO,)),
+    Filter("agendados", "Agendados", SCHEDULED),
     Filter("enviando", "Enviando", ON_THE_WAY_OUT),
     Filter("aguardando", "Aguardando resposta", AWAITING_ANSWER),
     Filter("atencao", "Precisam de atenção", NEEDS_ATTENTION),
@@ -43,6 +50,7 @@ def chosen_filter(request: Request) -> Filter:
 @dataclass(frozen=True)
 class Summary:
     total: int
+    scheduled: int
     accepted: int
     sending: int  # pendente and enviando: each row's badge says "Enviando"…
     pending: int  # …but a pendente one says "Pausado" while sending is paused
@@ -55,6 +63,7 @@ async def summary_of(request: Request) -> Summary:
     counts = await queries.status_counts(db_of(request), sender_id(request))
     return Summary(
         total=sum(counts.values()),
+        scheduled=sum(counts[status] for status in SCHEDULED),
         accepted=counts[Status.ACEITO],
         sending=sum(counts[status] for status in ON_THE_WAY_OUT),
         pending=counts[Status.PENDENTE],
@@ -72,6 +81,7 @@ async def show(request: Request) -> Response:
         return JSONResponse(
             {
                 "total": summary.total,
+                "agendados": summary.scheduled,
                 "aceitos": summary.accepted,
                 "enviando": summary.sending,
                 "aguardando_resposta": summary.awaiting,

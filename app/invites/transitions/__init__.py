@@ -15,6 +15,7 @@ from app.invites.transitions.answered import (
     mark_unwanted,
 )
 from app.invites.transitions.bounced import mark_bounced
+from app.invites.transitions.scheduled import release_due, reschedule
 from app.invites.transitions.sending import (
     Claimed,
     cancel_claim,
@@ -47,7 +48,9 @@ __all__ = [
     "mark_uncertain",
     "mark_unwanted",
     "release_claim",
+    "release_due",
     "request_resend",
     "request_resend_many",
+    "reschedule",
     "schedule_retry",
 ]

@@ -2,8 +2,10 @@
 
 enviado | incerto | devolvido → aceito | recusado (the link, while live; a click proves arrival;
     either answer is final)
-pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim then loses)
-enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued)
+agendado | pendente | enviado | incerto | falhou | devolvido → cancelado (the sender; a claim or
+    a release then loses)
+enviado | incerto → expirado (the sweep, ``INVITE_TTL_SECONDS`` after its link was issued, or
+    once its occasion has passed)
 enviado | incerto | devolvido | recusado → recusado, with the reason (the invitee opted out
     of every invitation, or reported this one as spam)
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.accounts.sessions import token_hash
@@ -80,7 +82,7 @@ async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
 
 async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) -> list[Change]:
     """Every ``enviado``/``incerto`` invitation whose live link was issued more than
-    ``ttl_seconds`` ago, unanswered, becomes ``expirado``.
+    ``ttl_seconds`` ago, or whose occasion has passed, unanswered, becomes ``expirado``.
     Counted from the link, so a re-send gets a full period and a row without a link never
     expires; an answer that commits first wins.
     """
@@ -95,7 +97,8 @@ async def expire_unanswered(db: Database, ttl_seconds: float, limit: int = 500) 
     due = [
         invites.c.kind == INVITE,  # a sign-in mail has no answer to wait for
         invites.c.status.in_([s.value for s in EXPIRABLE]),
-        old_link,
+        # Its occasion already happened: an answer would mean nothing now.
+        or_(old_link, invites.c.occasion_at <= utcnow()),
     ]
     oldest = select(invites.c.id).where(*due).order_by(invites.c.id).limit(limit)
     async with db.write() as conn:

@@ -175,9 +175,11 @@ _EVENTS_FROM_INVITES = _copy_from_invites(
         "status": invites.c.status,
         "attempt": invites.c.attempt,
         "error": invites.c.error,
-        # When the next attempt is due, on the events that schedule one.
+        # When the next attempt is due, on the events that schedule one (for ``agendado``: the
+        # moment it is to go, so the history keeps each time the sender chose).
         "next_attempt_at": case(
-            (invites.c.status == Status.PENDENTE.value, invites.c.next_attempt_at)
+            (invites.c.status == Status.PENDENTE.value, invites.c.next_attempt_at),
+            (invites.c.status == Status.AGENDADO.value, invites.c.send_at),
         ),
         "created_at": invites.c.updated_at,
         "failure_class": bindparam("failure_class", type_=invite_events.c.failure_class.type),

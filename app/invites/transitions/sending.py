@@ -23,6 +23,7 @@ from app.invites.records import (
     Duplicate,
     Invite,
     NewInvite,
+    Occasion,
     new_public_id,
     record_from,
 )
@@ -57,7 +58,8 @@ def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[
 
 
 def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
-    """Write ``pendente`` invites, their first events and outbox rows in one transaction.
+    """Write ``pendente`` invites, their first events and outbox rows in one transaction (a
+    request with ``send_at``: ``agendado``, no outbox row yet).
 
     An address the sender already has on the way (in the database or earlier in this batch)
     gets a ``Duplicate`` instead, checked inside the transaction so a double click cannot pass.
@@ -84,6 +86,8 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
 
 
 def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) -> list[Change]:
+    """The rows, their events, and an outbox row for each one to send now (a scheduled one
+    gets its outbox row when the sweep releases it: ``app.invites.transitions.scheduled``)."""
     written = insert_in_order(
         conn,
         invites,
@@ -93,13 +97,13 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
                 "sender_id": request.sender_id,
                 "email": request.email,
                 "name": request.name,
-                "status": Status.PENDENTE.value,
+                "status": (Status.AGENDADO if request.send_at else Status.PENDENTE).value,
                 "attempt": 1,
                 "round_first_attempt": 1,
                 "created_at": now,
                 "updated_at": now,
                 "sent_at": None,
-                "next_attempt_at": now,
+                "next_attempt_at": None if request.send_at else now,
                 "lease_expires_at": None,
                 "error": None,
                 "correlation_id": request.correlation_id,
@@ -108,6 +112,10 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
                 "sender_email": request.sender_email,
                 "message": request.message,
                 "batch_id": request.batch_id,
+                "send_at": request.send_at,
+                "occasion_title": request.occasion.title if request.occasion else None,
+                "occasion_at": request.occasion.at if request.occasion else None,
+                "occasion_place": request.occasion.place if request.occasion else None,
             }
             for request in requests
         ],
@@ -115,7 +123,13 @@ def _insert_new(conn: Connection, requests: Sequence[NewInvite], now: datetime) 
         *invites.c,
     )
     created = [record_from(Invite, row) for row in written]
-    return record_changes(conn, created, enqueue=True)
+    later = [invite for invite in created if invite.status == Status.AGENDADO]
+    at_once = [invite for invite in created if invite.status != Status.AGENDADO]
+    recorded = {
+        change.invite.id: change
+        for change in (*record_changes(conn, at_once, enqueue=True), *record_changes(conn, later))
+    }
+    return [recorded[invite.id] for invite in created]
 
 
 async def create_invite(
@@ -129,11 +143,23 @@ async def create_invite(
     sender_name: str | None = None,
     sender_email: str | None = None,
     message: str | None = None,
+    send_at: datetime | None = None,
+    occasion: Occasion | None = None,
 ) -> Change | Duplicate:
     """Write a ``pendente`` invite (or sign-in mail), its event and outbox row, or return the
-    ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``."""
+    ``Duplicate`` on its way; after the commit. The caller publishes ``Change.outbox_id``.
+    With ``send_at``: an ``agendado`` invite and its event, no outbox row until its time."""
     request = NewInvite(
-        sender_id, email, name, correlation_id, kind, sender_name, sender_email, message
+        sender_id,
+        email,
+        name,
+        correlation_id,
+        kind,
+        sender_name,
+        sender_email,
+        message,
+        send_at=send_at,
+        occasion=occasion,
     )
     return await db.write_many(create_invites, request)
 
@@ -143,6 +169,7 @@ class _Claim:
     public_id: str
     attempt: int
     lease_seconds: float
+    link_key: str | None = None
 
 
 def _claim_each(conn: Connection, claims: Sequence[_Claim]) -> list[Change | None]:
@@ -173,19 +200,30 @@ class Claimed:
 
 
 def _claim_with_link_each(conn: Connection, claims: Sequence[_Claim]) -> list[Claimed | None]:
+    key = claims[0].link_key
+    if any(claim.link_key != key for claim in claims):
+        return [_claim_with_link_each(conn, [claim])[0] for claim in claims]
     changes = _claim_each(conn, claims)
     won = [c.invite for c in changes if c is not None and c.invite.kind == INVITE]
-    links = dict(zip([i.id for i in won], issue_for_claims(conn, won), strict=True)) if won else {}
+    issued = issue_for_claims(conn, won, key) if won else []
+    links = dict(zip([i.id for i in won], issued, strict=True))
     return [None if c is None else Claimed(c, links.get(c.invite.id)) for c in changes]
 
 
 async def claim_with_link(
-    db: Database, public_id: str, attempt: int, lease_seconds: float
+    db: Database,
+    public_id: str,
+    attempt: int,
+    lease_seconds: float,
+    *,
+    link_key: str | None = None,
 ) -> Claimed | None:
     """``pendente → enviando`` for this attempt (``None``: someone else has it) and, for an
     invitation, its new link in the same transaction: only the claim that won issues a link, so
-    a worker whose lease ran out can never replace a newer attempt's link."""
-    return await db.write_many(_claim_with_link_each, _Claim(public_id, attempt, lease_seconds))
+    a worker whose lease ran out can never replace a newer attempt's link. ``link_key``
+    (SECRET_KEY): the link can be sent again by a reminder (``app.invites.links``)."""
+    claim = _Claim(public_id, attempt, lease_seconds, link_key)
+    return await db.write_many(_claim_with_link_each, claim)
 
 
 def _sending(invite: Invite) -> list[Any]:

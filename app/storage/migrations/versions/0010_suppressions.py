@@ -1,7 +1,7 @@
 """suppressions: addresses nobody may invite (opted out, bounced for good, complained)
 
 Revision ID: 0010
-Revises: 0014
+Revises: 0009
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | None = "0014"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

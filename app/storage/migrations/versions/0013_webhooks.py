@@ -1,7 +1,7 @@
 """webhooks and webhook_deliveries: signed callbacks for every status change of an invite
 
-Revision ID: 0015
-Revises: 0010
+Revision ID: 0013
+Revises: 0012
 """
 
 from collections.abc import Sequence
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0015"
-down_revision: str | None = "0010"
+revision: str = "0013"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -54,6 +54,8 @@ def upgrade() -> None:
         sa.UniqueConstraint("public_id", name="uq_webhook_deliveries_public_id"),
     )
     op.create_index("ix_webhook_deliveries_webhook_id", "webhook_deliveries", ["webhook_id", "id"])
+    # Deleting an invite's deliveries (retention, erasure) finds them without reading them all.
+    op.create_index("ix_webhook_deliveries_invite_id", "webhook_deliveries", ["invite_id", "id"])
     pending = sa.text("state = 'pendente'")
     op.create_index(
         "ix_webhook_deliveries_due",
@@ -66,6 +68,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_webhook_deliveries_due", table_name="webhook_deliveries")
+    op.drop_index("ix_webhook_deliveries_invite_id", table_name="webhook_deliveries")
     op.drop_index("ix_webhook_deliveries_webhook_id", table_name="webhook_deliveries")
     op.drop_table("webhook_deliveries")
     op.drop_index("ix_webhooks_account_id", table_name="webhooks")

@@ -1,7 +1,7 @@
 """api_keys and idempotency_keys: the HTTP API's keys and its Idempotency-Key claims
 
-Revision ID: 0014
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 """
 
 from collections.abc import Sequence
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014"
-down_revision: str | None = "0009"
+revision: str = "0012"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

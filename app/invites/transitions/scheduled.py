@@ -1,0 +1,58 @@
+"""Scheduled invites: the sender's new moment, and the sweep's release at that moment.
+
+agendado → agendado (the sender reschedules, before its time)
+agendado → pendente (the sweep, once ``send_at`` has come: the row, its event and its outbox row)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+
+from app.clock import utcnow
+from app.invites.records import INVITE, Change
+from app.invites.status import Status
+from app.invites.transitions.core import transition, transition_all
+from app.storage.database import Database
+from app.storage.tables import invites
+
+
+async def reschedule(
+    db: Database, sender_id: str, public_id: str, send_at: datetime
+) -> Change | None:
+    """``agendado → agendado`` at ``send_at`` (checked by the caller: future, within bounds);
+    ``None`` when it was released, cancelled or is someone else's."""
+    return await transition(
+        db,
+        [
+            invites.c.public_id == public_id,
+            invites.c.sender_id == sender_id,
+            invites.c.kind == INVITE,
+            invites.c.status == Status.AGENDADO.value,
+        ],
+        {"send_at": send_at},
+    )
+
+
+async def release_due(db: Database, limit: int = 500) -> list[Change]:
+    """Every ``agendado`` invite whose moment has come becomes ``pendente``, due now, with an
+    outbox row: from there it goes like any other (the pause and the hourly budget apply at the
+    claim). The UPDATE is conditional on ``agendado``, so two workers' sweeps, or a cron run
+    twice, release a row once; the caller publishes what comes back."""
+    # An address suppressed meanwhile is caught where every send is: the worker's check after
+    # its claim (``app.sending.attempt``) cancels the invite with the reason.
+    now = utcnow()
+    due = (
+        select(invites.c.id)
+        .where(invites.c.status == Status.AGENDADO.value, invites.c.send_at <= now)
+        .order_by(invites.c.send_at)
+        .limit(limit)
+    )
+    async with db.write() as conn:
+        return await conn.run_sync(
+            transition_all,
+            [invites.c.id.in_(due), invites.c.status == Status.AGENDADO.value],
+            {"status": Status.PENDENTE.value, "next_attempt_at": now, "updated_at": now},
+            enqueue=True,
+        )

@@ -1,0 +1,235 @@
+"""The one reminder: REMINDER_AFTER_SECONDS after the mail left, or when the sender presses
+Lembrar; the same link; claimed once however many workers look; a refusal recorded, never
+retried, the invite unchanged. Time moves through the ``clock`` fixture; a real in-process worker
+(burst: its reminder cron runs at start) and real SMTP."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import httpx
+
+from app.config import Settings
+from app.consent import suppression
+from app.invites.status import Status
+from app.invites.transitions import reminders
+from app.sending.pause import pause_sending
+from app.storage.database import Database
+from tests.answering import answer_link, invited, press
+from tests.fixtures import MovableClock, drain
+from tests.helpers import JSON, api_headers, invite_row, post_invite
+from tests.services import ScriptedSmtp
+from tests.test_metrics import scrape, value
+
+
+def mails_to(smtp: ScriptedSmtp, email: str) -> list[str]:
+    """The subjects of every mail ``email`` received, oldest first."""
+    return [m.message["Subject"] for m in smtp.received if email in m.rcpt_tos]
+
+
+async def history(client: httpx.AsyncClient, public_id: str) -> list[str]:
+    shown = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
+    return [line["descricao"] for line in shown["historico"]]
+
+
+async def test_an_unanswered_invite_gets_one_reminder_with_the_same_link(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, link = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds - 60)
+    await drain(settings)
+    assert mails_to(smtp, "ana@exemplo.com.br") == ["Você recebeu um convite"]
+
+    clock.advance(61)
+    await drain(settings)
+    clock.advance(settings.reminder_after_seconds)
+    await drain(settings)  # a second pass, days later: still one reminder
+
+    assert mails_to(smtp, "ana@exemplo.com.br") == [
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+    ]
+    assert answer_link(smtp, "ana@exemplo.com.br") == link  # the same link, still working
+    body = smtp.received[-1].message.get_body(("plain",))
+    assert body is not None and "O convite vale até" in body.get_content()
+    assert (await anonymous_client.get(link)).status_code == 200
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.ENVIADO and invite.reminder_status == "enviado"
+    assert (await history(client, public_id))[-1].startswith("Lembrete enviado às ")
+
+
+async def test_no_reminder_after_an_answer_or_a_cancel(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    clock: MovableClock,
+) -> None:
+    _, link = await invited(client, settings, smtp, "ana@exemplo.com.br")
+    cancelled, _ = await invited(client, settings, smtp, "bia@exemplo.com.br")
+    await press(anonymous_client, link, "aceitar")
+    await client.post(f"/convites/{cancelled}/cancelar", headers=await api_headers(client))
+
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+
+    assert len(mails_to(smtp, "ana@exemplo.com.br")) == 1
+    assert len(mails_to(smtp, "bia@exemplo.com.br")) == 1
+
+
+async def test_a_refused_reminder_is_in_the_history_and_counted_and_never_retried(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    smtp.always("550 5.1.1 Mailbox unavailable")
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(settings)
+    await drain(settings)
+
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.ENVIADO and invite.reminder_status == "falhou"
+    assert (await history(client, public_id))[-1].startswith("Lembrete não enviado: ")
+    assert "550" in (await history(client, public_id))[-1]
+    assert len(smtp.received) == 1  # the invitation; the refused reminder was not taken
+    samples = await scrape(client)
+    assert value(samples, "convites_reminders_total", result="falhou") == 1
+    assert value(samples, "convites_invites_sent_total") == 1  # a reminder is no send
+
+
+async def test_an_address_suppressed_since_the_invitation_is_never_reminded(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    await suppression.suppress(db, "ana@exemplo.com.br", suppression.Reason.OPTED_OUT)
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(settings)
+
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.ENVIADO and invite.reminder_status == "falhou"
+    assert (await history(client, public_id))[-1] == (
+        "Lembrete não enviado: Este endereço pediu para não receber convites."
+    )
+    assert len(smtp.received) == 1  # the invitation only
+
+
+async def test_two_workers_claiming_at_once_claim_one_reminder(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+    other = Database(settings.database_url)  # a second worker: its own connections
+    try:
+        claims = await asyncio.gather(
+            *(
+                reminders.claim_due(
+                    either,
+                    after_seconds=settings.reminder_after_seconds,
+                    ttl_seconds=settings.invite_ttl_seconds,
+                    key=settings.secret_key,
+                )
+                for either in (db, other, db, other)
+            )
+        )
+    finally:
+        await other.dispose()
+
+    assert sum(len(claimed) for claimed in claims) == 1
+    await drain(settings)  # the cron of a worker started afterwards finds nothing to claim
+    assert len(smtp.received) == 1
+
+
+async def test_lembrar_asks_once_and_then_waits_the_gap(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, link = await invited(client, settings, smtp)
+    path = f"/convites/{public_id}/lembrar"
+
+    asked = await client.post(path, headers=await api_headers(client))
+    twice = await client.post(path, headers=await api_headers(client))
+    assert asked.status_code == 202 and twice.status_code == 409
+    assert "já foi pedido" in twice.json()["erro"]
+    await drain(settings)
+    assert mails_to(smtp, "ana@exemplo.com.br")[-1] == "Lembrete: Marta Souza convidou você…"
+    assert answer_link(smtp, "ana@exemplo.com.br") == link
+
+    too_soon = await client.post(path, headers=await api_headers(client))
+    assert too_soon.status_code == 409 and "lembrar de novo a partir de" in too_soon.json()["erro"]
+    clock.advance(settings.reminder_min_gap_seconds + 1)
+    assert (await client.post(path, headers=await api_headers(client))).status_code == 202
+    await drain(settings)
+    assert len(mails_to(smtp, "ana@exemplo.com.br")) == 3
+    # The automatic one never comes on top of the sender's: the invite was reminded already.
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+    assert len(mails_to(smtp, "ana@exemplo.com.br")) == 3
+
+
+async def test_lembrar_is_only_for_a_sent_invite(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    created = await post_invite(client, "ana@exemplo.com")  # no worker: pendente
+
+    refused = await client.post(
+        f"/convites/{created['id']}/lembrar", headers=await api_headers(client)
+    )
+
+    assert refused.status_code == 409 and refused.json()["status"] == "pendente"
+    assert (await invite_row(db, created["id"])).reminder_requested_at is None
+
+
+async def test_no_reminder_goes_while_sending_is_paused(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    await pause_sending(db, "teste")
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(settings)
+
+    assert len(smtp.received) == 1
+    assert (await invite_row(db, public_id)).reminder_status is None
+
+
+async def test_a_link_the_key_no_longer_rebuilds_is_never_mailed(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(replace(settings, secret_key="another-key-" + "x" * 40))  # SECRET_KEY rotated
+
+    assert len(smtp.received) == 1  # no reminder with a link that leads nowhere
+    assert (await invite_row(db, public_id)).reminder_status == "falhou"
+    assert "a chave do servidor mudou" in (await history(client, public_id))[-1]

@@ -1,0 +1,249 @@
+"""Scheduled invites ("Enviar em", ``enviar_em``): written ``agendado`` with no job, released to
+``pendente`` by the worker's sweep at their moment, cancelled or moved before it. Time moves
+through the ``clock`` fixture; a real in-process worker (burst) and real SMTP do the sending."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from app.clock import DISPLAY_TZ, utcnow
+from app.config import Settings
+from app.invites import transitions
+from app.invites.status import Status
+from app.sending.heartbeat import WORKERS, beat
+from app.sending.pause import pause_sending
+from app.storage.database import Database
+from tests.fixtures import MovableClock, drain, running_app
+from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
+from tests.services import ScriptedSmtp
+from tests.test_cli import run
+from tests.test_health import codes, saude
+
+OPS_TOKEN = "token-de-operacao-bem-comprido"
+OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
+
+HOUR = 3600.0
+
+
+async def schedule(
+    client: httpx.AsyncClient, email: str, when: datetime | str, **body: Any
+) -> httpx.Response:
+    moment = when.isoformat() if isinstance(when, datetime) else when
+    return await client.post(
+        "/convites",
+        json={"email": email, "enviar_em": moment, **body},
+        headers=await api_headers(client),
+    )
+
+
+async def test_a_scheduled_invite_waits_as_agendado_and_goes_at_its_moment(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    when = (
+        (utcnow() + timedelta(days=2))
+        .astimezone(DISPLAY_TZ)
+        .replace(hour=9, minute=0, second=0, microsecond=0)
+    )
+    response = await schedule(client, "ana@exemplo.com", when)
+
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["status"] == "agendado"
+    assert body["mensagem"] == (
+        f"Agendado para {when:%d/%m} às 9h00 (convite para ana@exemplo.com)."
+    )
+    assert datetime.fromisoformat(body["enviar_em"]) == when
+    assert await written(db) == (1, 1, 0)  # the row and its event; no outbox row, no job
+    await drain(settings)
+    assert (await invite_row(db, body["id"])).status == Status.AGENDADO
+    assert smtp.received == []
+
+    clock.advance((when - utcnow()).total_seconds() + 1)
+    await drain(settings)  # its sweep releases the invite, its job sends it
+
+    assert (await invite_row(db, body["id"])).status == Status.ENVIADO
+    assert [message.rcpt_tos for message in smtp.received] == [["ana@exemplo.com"]]
+    shown = (await client.get(f"/convites/{body['id']}", headers=JSON)).json()
+    history = [line["descricao"] for line in shown["historico"]]
+    assert history[0] == f"Agendado para {when:%d/%m} às 9h00"
+    assert history[-1] == "Tentativa 1: enviado"
+
+
+async def test_a_moment_past_too_far_or_without_offset_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, settings: Settings, db: Database, clock: MovableClock
+) -> None:
+    now = utcnow()
+    cases = {
+        (now - timedelta(minutes=1)).isoformat(): "Esse momento já passou",
+        (now + timedelta(days=settings.schedule_max_days, hours=1)).isoformat(): (
+            f"no máximo {settings.schedule_max_days} dias"
+        ),
+        (now + timedelta(days=1)).replace(tzinfo=None).isoformat(): "fuso horário",
+        "amanhã às nove": "formato",
+    }
+    for moment, says in cases.items():
+        response = await schedule(client, "ana@exemplo.com", moment)
+        assert response.status_code == 422, moment
+        assert says in response.json()["campos"]["enviar_em"], moment
+
+    assert await written(db) == (0, 0, 0)
+
+
+async def test_the_form_takes_sao_paulo_time(
+    client: httpx.AsyncClient, db: Database, clock: MovableClock
+) -> None:
+    local = (utcnow() + timedelta(days=3)).astimezone(DISPLAY_TZ)
+    typed = f"{local:%Y-%m-%d}T14:30"  # what a datetime-local field posts
+
+    response = await client.post(
+        "/convites",
+        data={
+            "email": "bia@exemplo.com",
+            "enviar_em": typed,
+            "csrf_token": await csrf_token(client),
+        },
+    )
+
+    assert response.status_code == 303
+    public_id = response.headers["location"].rsplit("/", 1)[1]
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.AGENDADO
+    assert invite.send_at == datetime.fromisoformat(typed).replace(tzinfo=DISPLAY_TZ)
+    page = await client.get(response.headers["location"])
+    assert f"Agendado para {local:%d/%m} às 14h30" in page.text
+
+
+async def test_a_scheduled_invite_counts_as_on_its_way_and_in_the_summary(
+    client: httpx.AsyncClient, clock: MovableClock
+) -> None:
+    first = await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=5))
+    again = await client.post(
+        "/convites", json={"email": "ana@exemplo.com"}, headers=await api_headers(client)
+    )
+
+    assert first.status_code == 202 and again.status_code == 409
+    summary = (await client.get("/convites/resumo", headers=JSON)).json()
+    assert summary["agendados"] == 1 and summary["aguardando_resposta"] == 0
+    listed = (await client.get("/convites?estado=agendados", headers=JSON)).json()
+    assert [row["id"] for row in listed["convites"]] == [first.json()["id"]]
+
+
+async def test_a_cancelled_scheduled_invite_is_never_sent(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=2))).json()
+    cancelled = await client.post(
+        f"/convites/{created['id']}/cancelar", headers=await api_headers(client)
+    )
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelado"
+
+    clock.advance(3 * HOUR)
+    await drain(settings)
+
+    assert (await invite_row(db, created["id"])).status == Status.CANCELADO
+    assert smtp.received == []
+
+
+async def test_rescheduling_moves_the_moment_and_only_before_it_comes(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))).json()
+    path = f"/convites/{created['id']}/reagendar"
+    later = utcnow() + timedelta(hours=5)
+    too_late = await client.post(
+        path, json={"enviar_em": "2000-01-01T09:00:00-03:00"}, headers=await api_headers(client)
+    )
+    moved = await client.post(
+        path, json={"enviar_em": later.isoformat()}, headers=await api_headers(client)
+    )
+
+    assert too_late.status_code == 422
+    assert moved.status_code == 200 and moved.json()["status"] == "agendado"
+    assert datetime.fromisoformat(moved.json()["enviar_em"]) == later
+    clock.advance(2 * HOUR)  # past the first moment, not the new one
+    await drain(settings)
+    assert (await invite_row(db, created["id"])).status == Status.AGENDADO
+
+    clock.advance(4 * HOUR)
+    await drain(settings)
+    assert (await invite_row(db, created["id"])).status == Status.ENVIADO
+    assert len(smtp.received) == 1
+    after = await client.post(
+        path,
+        json={"enviar_em": (utcnow() + timedelta(hours=1)).isoformat()},
+        headers=await api_headers(client),
+    )
+    assert after.status_code == 409
+
+
+async def test_two_sweeps_at_once_release_a_scheduled_invite_once(
+    client: httpx.AsyncClient, db: Database, clock: MovableClock
+) -> None:
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))).json()
+    clock.advance(HOUR + 1)
+
+    first, second = await asyncio.gather(transitions.release_due(db), transitions.release_due(db))
+
+    assert len(first) + len(second) == 1
+    assert await written(db) == (1, 2, 1)  # one release event, one outbox row (one job)
+    assert await transitions.release_due(db) == []
+    assert (await invite_row(db, created["id"])).status == Status.PENDENTE
+
+
+async def test_the_pause_applies_at_the_scheduled_moment(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))).json()
+    await pause_sending(db, "teste")
+    clock.advance(HOUR + 1)
+
+    await drain(settings)
+
+    assert (await invite_row(db, created["id"])).status == Status.PENDENTE
+    assert smtp.received == []
+
+
+async def test_saude_alarms_when_a_scheduled_invite_is_overdue_and_status_shows_the_next(
+    client: httpx.AsyncClient, settings: Settings, redis: Redis, clock: MovableClock
+) -> None:
+    await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))
+    await beat(redis, WORKERS, "worker-a")
+
+    on_time = (await saude(settings)).json()
+    shown = run(settings, "status").stdout
+    async with running_app(replace(settings, ops_token=OPS_TOKEN)) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as ops:
+            page = (await ops.get("/operacao", headers=OPS)).text
+    clock.advance(HOUR + settings.alarm_pending_seconds + 1)  # and no sweep released it
+    await beat(redis, WORKERS, "worker-a")
+    late = await saude(settings)
+
+    assert "scheduled_overdue" not in codes(on_time)
+    assert on_time["agendados"]["proximo_envio"] is not None
+    assert on_time["lembretes_a_enviar"] == 0
+    assert "Próximo agendado: 20" in shown and "Lembretes a enviar: 0" in shown
+    assert "Próximo agendado" in page and "Lembretes a enviar" in page
+    assert late.status_code == 503 and "scheduled_overdue" in codes(late.json())
