@@ -104,7 +104,7 @@ async def test_htmx_sends_the_token_from_the_body_hx_headers(
     client: httpx.AsyncClient, db: Database
 ) -> None:
     page = (await client.get("/")).text
-    hx_headers = re.search(r"<body hx-headers='([^']+)'", page)
+    hx_headers = re.search(r"<body[^>]* hx-headers='([^']+)'", page)
     meta = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
     assert hx_headers and meta
     token = json.loads(hx_headers.group(1))["X-CSRF-Token"]
