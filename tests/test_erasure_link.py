@@ -90,6 +90,15 @@ async def test_a_link_we_did_not_sign_is_a_404_and_erases_nothing(
     assert still_there(await rows_naming(db, ANA))
 
 
+async def test_a_link_whose_tag_is_not_ascii_is_a_404_not_an_error(
+    anonymous_client: httpx.AsyncClient,
+) -> None:
+    # hmac.compare_digest refuses a str holding non-ASCII characters: app.signing compares bytes.
+    opened = await anonymous_client.get("/apagar/AbCdEfGh12345678.%C3%A9t%C3%A9")
+
+    assert opened.status_code == 404 and "Este link não é válido" in opened.text
+
+
 async def test_an_expired_link_is_a_410_and_erases_nothing(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import re
 from dataclasses import dataclass
+
+from app.signing import Purpose, sign, verify
 
 # Public ids are ``secrets.token_urlsafe(12)``: 16 URL-safe characters, 26 in base32.
 _PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{1,24}")
@@ -51,16 +51,13 @@ def _base32(data: bytes) -> str:
     return base64.b32encode(data).decode("ascii").rstrip("=").lower()
 
 
-def _tag(secret_key: str, public_id: str, attempt: int) -> str:
-    # A purpose prefix keeps this MAC apart from every other use of SECRET_KEY.
-    signed = f"convites-devolucao\0{public_id}\0{attempt}".encode()
-    digest = hmac.new(secret_key.encode(), signed, hashlib.sha256).digest()
-    return _base32(digest[:_TAG_BYTES])
+def _tag(secret_key: str, purpose: Purpose, *parts: str) -> str:
+    # 80 bits in lower-case base32: short in a local part, and it survives case folding.
+    return sign(secret_key, purpose, *parts, length=_TAG_BYTES, encoding="base32")
 
 
-def _opt_out_tag(secret_key: str, public_id: str) -> str:
-    signed = f"convites-descadastro-email\0{public_id}".encode()
-    return _base32(hmac.new(secret_key.encode(), signed, hashlib.sha256).digest()[:_TAG_BYTES])
+def _is_ours(tag: str, secret_key: str, purpose: Purpose, *parts: str) -> bool:
+    return verify(tag, secret_key, purpose, *parts, length=_TAG_BYTES, encoding="base32")
 
 
 def _encoded_id(public_id: str) -> str:
@@ -81,7 +78,7 @@ def bounce_address(return_path: str, secret_key: str, public_id: str, attempt: i
     if not _PUBLIC_ID.fullmatch(public_id) or attempt < 1:
         raise ValueError(f"no return path for {public_id!r}, attempt {attempt}")
     local, _, domain = return_path.rpartition("@")
-    tag = _tag(secret_key, public_id, attempt)
+    tag = _tag(secret_key, Purpose.RETURN_PATH, public_id, str(attempt))
     return f"{local}+{_encoded_id(public_id)}-{attempt}-{tag}@{domain}"
 
 
@@ -90,7 +87,7 @@ def opt_out_address(return_path: str, secret_key: str, public_id: str) -> str:
     if not _PUBLIC_ID.fullmatch(public_id):
         raise ValueError(f"no opt-out address for {public_id!r}")
     local, _, domain = return_path.rpartition("@")
-    tag = _opt_out_tag(secret_key, public_id)
+    tag = _tag(secret_key, Purpose.OPT_OUT_ADDRESS, public_id)
     return f"{local}+sair-{_encoded_id(public_id)}-{tag}@{domain}"
 
 
@@ -99,7 +96,7 @@ def _read_opt_out(secret_key: str, recipient: str, extension: str) -> ReturnPath
     public_id = _decoded_id(found["id"]) if found else None
     if found is None or public_id is None:
         return None
-    if not hmac.compare_digest(_opt_out_tag(secret_key, public_id), found["tag"]):
+    if not _is_ours(found["tag"], secret_key, Purpose.OPT_OUT_ADDRESS, public_id):
         raise Forged(recipient)
     return ReturnPath(public_id, 0, opt_out=True)
 
@@ -120,7 +117,7 @@ def read_address(return_path: str, secret_key: str, recipient: str) -> ReturnPat
     if base.lower() != local.lower() or found is None or public_id is None:
         return None
     attempt = int(found["attempt"])
-    if not hmac.compare_digest(_tag(secret_key, public_id, attempt), found["tag"]):
+    if not _is_ours(found["tag"], secret_key, Purpose.RETURN_PATH, public_id, str(attempt)):
         raise Forged(recipient)
     return ReturnPath(public_id, attempt)
 

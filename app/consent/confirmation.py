@@ -11,9 +11,6 @@ row with everything else of the address.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -21,20 +18,16 @@ from enum import StrEnum
 from sqlalchemy import select
 
 from app.invites.records import ERASURE_MAIL, Invite, record_from
+from app.signing import FULL, Purpose, sign, verify
 from app.storage.database import Database
 from app.storage.tables import invites
 
 LINK_TTL_SECONDS = 24 * 3600
 
 
-def _tag(secret_key: str, public_id: str) -> str:
-    digest = hmac.new(secret_key.encode(), f"apagar:{public_id}".encode(), hashlib.sha256)
-    return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
-
-
 def link_token(secret_key: str, public_id: str) -> str:
     """The token of the confirmation link of the erasure request ``public_id``."""
-    return f"{public_id}.{_tag(secret_key, public_id)}"
+    return f"{public_id}.{sign(secret_key, Purpose.ERASURE_LINK, public_id, length=FULL)}"
 
 
 class LinkState(StrEnum):
@@ -54,7 +47,7 @@ async def confirmation(
 ) -> Confirmation | None:
     """What the link is now; ``None`` when we did not sign it (a 404: it never existed)."""
     public_id, _, tag = token.partition(".")
-    if not tag or not hmac.compare_digest(tag, _tag(secret_key, public_id)):
+    if not tag or not verify(tag, secret_key, Purpose.ERASURE_LINK, public_id, length=FULL):
         return None
     async with db.read() as conn:
         row = (

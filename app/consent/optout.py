@@ -12,10 +12,9 @@ signature in the path is what proves the request came from the mail.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import re
+
+from app.signing import FULL, Purpose, sign, verify
 
 PREFIX = "/descadastro"
 
@@ -23,21 +22,14 @@ PREFIX = "/descadastro"
 PATH = re.compile(r"/descadastro/[A-Za-z0-9_-]{1,32}/[A-Za-z0-9_-]{1,64}")
 
 
-def signature(secret_key: str, public_id: str) -> str:
-    digest = hmac.new(
-        secret_key.encode(), b"descadastro:" + public_id.encode(), hashlib.sha256
-    ).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
 def optout_path(secret_key: str, public_id: str) -> str:
     """The opt-out path of the invite ``public_id``."""
-    return f"{PREFIX}/{public_id}/{signature(secret_key, public_id)}"
+    return f"{PREFIX}/{public_id}/{sign(secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)}"
 
 
 def signed(secret_key: str, public_id: str, given: str) -> bool:
     """Whether ``given`` is the signature of ``public_id`` (compared in constant time)."""
-    return hmac.compare_digest(given.encode(), signature(secret_key, public_id).encode())
+    return verify(given, secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)
 
 
 def is_one_click_path(path: str) -> bool:

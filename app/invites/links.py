@@ -7,9 +7,6 @@ scanners prefetch links); only its buttons (POST) answer.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +19,7 @@ from app.accounts.sessions import token_hash
 from app.clock import utcnow
 from app.invites.records import Invite, record_from
 from app.invites.status import ANSWERABLE, Status
+from app.signing import Purpose, sign
 from app.storage.database import Database
 from app.storage.tables import invite_links, invites
 
@@ -77,8 +75,7 @@ def new_token() -> str:
 def token_from_seed(key: str, seed: str) -> str:
     """The link token of ``seed`` under ``key`` (SECRET_KEY): 192 bits of an HMAC, so whoever
     reads the database (seed and hash) without the key cannot rebuild a link."""
-    digest = hmac.new(key.encode(), f"convite-link:{seed}".encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest[:24]).decode()
+    return sign(key, Purpose.INVITE_LINK, seed, length=24)
 
 
 # Built once, their lists bound when they run (as app.invites.transitions.core._keyed_update).

@@ -15,13 +15,13 @@ during an incident, and a Redis outage is one; the cookie still expires after 12
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import secrets
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from app.signing import FULL, Purpose, sign
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ FAILURE_WINDOW_SECONDS = 15 * 60
 
 def fingerprint(secret_key: str, token: str) -> str:
     """What the cookie carries instead of the token: HMAC-SHA256 keyed with ``SECRET_KEY``."""
-    return hmac.new(secret_key.encode(), b"operacao:" + token.encode(), hashlib.sha256).hexdigest()
+    return sign(secret_key, Purpose.OPERATOR_COOKIE, token, length=FULL, encoding="hex")
 
 
 def new_session_id() -> str:

@@ -9,8 +9,6 @@ one-click opt-out (``app.consent.optout``, RFC 8058).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import logging
 from typing import Any
@@ -24,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.consent.optout import is_one_click_path
 from app.logs import hide_secrets
+from app.signing import FULL, Purpose, sign, verify
 from app.web.common import VISITOR_KEY, bearer_token, error_response, settings_of, visitor_id
 
 log = logging.getLogger(__name__)
@@ -41,8 +40,7 @@ REFUSED = (
 
 def token_for(secret_key: str, sender: str) -> str:
     """The CSRF token of ``sender``: stable for the session, unguessable without the key."""
-    digest = hmac.new(secret_key.encode(), b"csrf:" + sender.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return sign(secret_key, Purpose.CSRF, sender, length=FULL)
 
 
 def csrf_token(request: Request) -> str:
@@ -165,4 +163,4 @@ class CsrfMiddleware:
         sender = scope.get("session", {}).get(VISITOR_KEY)
         if not given or not isinstance(sender, str) or not sender:
             return False
-        return hmac.compare_digest(given.encode(), token_for(self.secret_key, sender).encode())
+        return verify(given, self.secret_key, Purpose.CSRF, sender, length=FULL)
