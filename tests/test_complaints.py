@@ -1,7 +1,8 @@
 """What the bounce receiver puts on the suppression list, over real SMTP: a spam complaint
 (real-world ARF reports from tests/data/arf/, byte for byte), a message to the invite's opt-out
-address (the List-Unsubscribe mailto), and a permanent 5.x.x bounce; never a 4.x.x, never a
-report that is no complaint."""
+address (the List-Unsubscribe mailto), and a bounce that says the mailbox does
+not exist or is disabled (5.1.x, 5.2.1); never another 5.x.x, never a 4.x.x, never a report that
+is no complaint."""
 
 from __future__ import annotations
 
@@ -89,19 +90,45 @@ async def test_a_feedback_report_that_is_no_complaint_is_kept_and_suppresses_not
     assert (kept.kind, kept.outcome) == ("other", "history")
 
 
-async def test_a_permanent_5xx_bounce_suppresses_and_the_devolvido_row_says_so(
-    settings: Settings, db: Database, bounce_port: int
+def postfix_bounce(invite: Invite, settings: Settings, code: str) -> bytes:
+    """Postfix's real 5.1.1 bounce, saying ``code`` instead."""
+    return bounce_sample("postfix.eml", invite, settings).replace(b"5.1.1", code.encode())
+
+
+@pytest.mark.parametrize("code", ["5.1.1", "5.1.10", "5.2.1"])
+async def test_a_no_such_mailbox_bounce_suppresses_and_the_devolvido_row_says_so(
+    settings: Settings, db: Database, bounce_port: int, code: str
 ) -> None:
     invite = await sent_invite(db)
 
-    raw = bounce_sample("postfix.eml", invite, settings)
+    # 5.1.10 as Microsoft says it (null MX / recipient not found), the others as Postfix.
+    if code == "5.1.10":
+        raw = bounce_sample("microsoft.eml", invite, settings)
+    else:
+        raw = postfix_bounce(invite, settings, code)
     await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
 
     entry = await suppression.entry_for(db, ANA)
-    assert entry is not None and (entry.reason, entry.detail) == (Reason.BOUNCED, "5.1.1")
+    assert entry is not None and (entry.reason, entry.detail) == (Reason.BOUNCED, code)
     row = await invite_row(db, invite.public_id)
     assert row.status == Status.DEVOLVIDO
     assert row.error is not None and row.error.endswith(ROW_NOTES[Reason.BOUNCED])
+
+
+@pytest.mark.parametrize("code", ["5.7.1", "5.7.26", "5.3.0"])
+async def test_a_5xx_about_our_mail_not_the_mailbox_turns_devolvido_but_never_suppresses(
+    settings: Settings, db: Database, bounce_port: int, code: str
+) -> None:
+    invite = await sent_invite(db)
+
+    # A policy or spam block (5.7.x), or the receiving system's fault (5.3.x).
+    raw = postfix_bounce(invite, settings, code)
+    await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
+
+    assert await suppression.reason_for(db, ANA) is None
+    row = await invite_row(db, invite.public_id)
+    assert row.status == Status.DEVOLVIDO
+    assert row.error is not None and ROW_NOTES[Reason.BOUNCED] not in row.error
 
 
 @pytest.mark.parametrize("sample", ["rfc3464_simple.eml", "rfc3464_delayed.eml"])

@@ -3,7 +3,8 @@
 ``receive`` stores the raw message first (a row in ``bounces``; the same bounce twice is one
 row, by its fingerprint), then, in the same transaction:
 - a permanent failure turns ``enviado | incerto`` into ``devolvido`` (``app.invites.transitions``),
-  and with a 5.x.x code (never a 4.x.x, even one the server gave up on) its address joins the
+  and when its code says the address does not exist or is disabled (5.1.x, 5.2.1; never
+  another 5.x.x such as a 5.7.x policy block, never a 4.x.x) its address joins the
   suppression list (``app.consent.suppression``);
 - a spam complaint (ARF) or a message to the invite's opt-out address (the ``mailto:`` of
   ``List-Unsubscribe``) puts the invite's address on the suppression list, and the sender's
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -176,10 +178,18 @@ async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath)
     return received
 
 
+#: Enhanced status codes (RFC 3463) that say the mailbox itself is gone: X.1.x, the address
+#: (no such user, no such domain, a null MX), and X.2.1, the mailbox is disabled.
+_NO_MAILBOX = re.compile(r"5\.1\.\d{1,3}|5\.2\.1")
+
+
 def _permanent_address_failure(verdict: Verdict) -> bool:
-    """A 5.x.x: the address will never take mail. A 4.x.x the server gave up on may work
-    tomorrow (a full mailbox, a server down for days), so it never suppresses."""
-    return verdict.kind == BounceKind.PERMANENT and (verdict.status_code or "").startswith("5.")
+    """A 5.x.x that says the address does not exist or is disabled: it will never take mail.
+    Any other 5.x.x (a 5.7.x policy or spam block, a 5.3.x system fault) is about our mail,
+    not the mailbox, and a 4.x.x the server gave up on may work tomorrow (a full mailbox, a
+    server down for days): the row turns devolvido, the address is not suppressed."""
+    code = verdict.status_code or ""
+    return verdict.kind == BounceKind.PERMANENT and _NO_MAILBOX.fullmatch(code) is not None
 
 
 async def _apply(

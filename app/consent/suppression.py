@@ -1,10 +1,10 @@
 """The suppression list: addresses nobody may invite, and why.
 
 An address joins it when its owner opts out (``descadastro``), when a bounce says it does not
-exist (``devolucao``, 5.x.x only) or when its owner reports an invitation as spam
-(``reclamacao``). Every lookup goes through the SHA-256 of the normalised address, never the
-``email`` column: an erasure (LGPD) can then drop the address and keep only its hash, and the
-address stays suppressed.
+exist or is disabled (``devolucao``: 5.1.x or 5.2.1 only) or when its owner reports an
+invitation as spam (``reclamacao``). Every lookup goes through the SHA-256 of the normalised
+address, never the ``email`` column: an erasure (LGPD) can then drop the address and keep only
+its hash, and the address stays suppressed.
 
 Each function takes the ``Database`` (its own transaction) or an ``AsyncConnection`` (the
 caller's, e.g. the bounce's), so a suppression commits with what caused it.
@@ -39,7 +39,7 @@ class Reason(StrEnum):
     """Why an address is on the list (the ``reason`` column)."""
 
     OPTED_OUT = "descadastro"  # its owner said "Não quero receber convites"
-    BOUNCED = "devolucao"  # a permanent bounce (5.x.x): the mailbox does not exist
+    BOUNCED = "devolucao"  # a 5.1.x or 5.2.1 bounce: no such mailbox, or disabled
     COMPLAINED = "reclamacao"  # its owner reported an invitation as spam (ARF)
 
 
