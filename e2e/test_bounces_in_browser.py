@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 #: The sentence says what happened; the code and the reporting host are in the history.
 BOUNCE_WHY = (
     "O servidor do destinatário informou que a caixa não existe. "
-    "Este endereço não recebe mais convites. Corrija o endereço e reenvie."
+    "Novos convites para este endereço foram bloqueados. Corrija o endereço e reenvie."
 )
 BOUNCED = "O convite para {} voltou: não foi entregue. " + BOUNCE_WHY
 

@@ -21,7 +21,7 @@ from tests.waiting import until
 pytestmark = pytest.mark.e2e
 
 OPTOUT_LINK = re.compile(r"/descadastro/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+")
-UNWANTED = "{} não recebe mais convites."
+UNWANTED = "{}: Pediu para não receber convites."
 
 
 def optout_link(smtp: ScriptedSmtp, email: str) -> str:

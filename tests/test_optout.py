@@ -113,6 +113,26 @@ async def test_opening_the_link_records_nothing_until_the_person_confirms_then_o
     assert "volta a receber convites" in again.text and "Não quer receber convites?" in again.text
 
 
+async def test_the_senders_row_says_what_the_invitee_did_and_stays_true_after_the_way_back(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    path = optout_path(settings.secret_key, public_id)
+    await anonymous_client.post(path)
+    done = await anonymous_client.get(path)
+
+    await anonymous_client.post(f"{path}/voltar", data={"csrf_token": page_token(done.text)})
+
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") is None
+    page = (await client.get("/")).text
+    assert "ana@exemplo.com.br: Pediu para não receber convites." in page
+    assert "não recebe mais convites" not in page  # no longer true: it would lie
+
+
 async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,

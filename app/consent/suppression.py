@@ -52,11 +52,12 @@ REFUSALS = {
 }
 
 #: What the sender's own row says when its invitee's address joined the list (a bounce's row
-#: says it after the bounce's own reason).
+#: says it after the bounce's own reason): what happened then, in the past, so the row stays
+#: true after the person takes it back or an operator lifts the entry.
 ROW_NOTES = {
-    Reason.OPTED_OUT: "A pessoa pediu para não receber convites.",
-    Reason.BOUNCED: "Este endereço não recebe mais convites.",
-    Reason.COMPLAINED: "A pessoa marcou o convite como spam e não recebe mais convites.",
+    Reason.OPTED_OUT: "Pediu para não receber convites.",
+    Reason.BOUNCED: "Novos convites para este endereço foram bloqueados.",
+    Reason.COMPLAINED: "Marcou o convite como spam.",
 }
 
 #: An invite queued before its address joined the list, met by the worker: never sent.

@@ -89,8 +89,10 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         f"Aceito às {local_time(i.updated_at)}.",
     ),
     Status.RECUSADO: lambda i: (
-        (f"{i.email} não recebe mais convites.", f"{i.error} Em {local_time(i.updated_at)}.")
-        if i.error  # the invitee opted out or complained (app.consent.suppression)
+        # The invitee opted out or complained (app.consent.suppression): what they did then,
+        # which stays true after a way back or an operator's lift.
+        (f"{i.email}: {i.error}", f"Em {local_time(i.updated_at)}.")
+        if i.error
         else (
             f"{_person(i)} recusou o convite.",
             f"Recusado às {local_time(i.updated_at)}. "
