@@ -1,7 +1,7 @@
 """The invitee's way out, in Chromium: the opt-out pages (opened from the real mail's link) are
 axe-clean and read in order, record nothing until the person confirms, then offer the way back;
-the sender's page hears the suppression once. Real web, worker, Redis and SMTP. (An operator
-lifting it: e2e/test_operacao.py.)"""
+every state offers Apagar meus dados; the sender's page hears the suppression once. Real web,
+worker, Redis and SMTP. (An operator lifting it: e2e/test_operacao.py.)"""
 
 from __future__ import annotations
 
@@ -43,6 +43,18 @@ def optout_link(smtp: ScriptedSmtp, email: str) -> str:
 STRUCTURE = {"main", "status", "alert", "paragraph", "strong", "form"}
 
 
+def your_data(email: str) -> list[str]:
+    """How every state of the opt-out page ends: **Apagar meus dados** (``app.web.erasure``)."""
+    return [
+        "region, Seus dados",
+        "heading, Seus dados, level 2",
+        "Quer que o Convites esqueça",
+        email,
+        "? Mandamos um link de confirmação para esse e-mail.",
+        "button, Apagar meus dados",
+    ]
+
+
 def words(page: Page) -> list[str]:
     """The main's reading order (``read_through``), its words and controls only."""
     reading = read_through(page, "main")
@@ -68,6 +80,7 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         email,
         "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás depois.",
         "button, Não quero receber convites",
+        *your_data(email),
     ]
     assert_no_axe_violations(invitee, "the opt-out question")
     page.wait_for_timeout(500)
@@ -84,6 +97,7 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         email,
         "pelo Convites.",
         "button, Quero voltar a receber convites",
+        *your_data(email),
     ]
     assert_no_axe_violations(invitee, "the opt-out done")
     assert spoken(invitee) == []  # a page of its own: nothing live to announce
@@ -104,6 +118,7 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         email,
         "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás depois.",
         "button, Não quero receber convites",
+        *your_data(email),
     ]
     assert_no_axe_violations(invitee, "the way back")
     page.wait_for_timeout(500)
@@ -114,3 +129,12 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         polite(SENT.format(email)),
         polite(UNWANTED.format(email)),
     ]
+
+    # Apagar meus dados, from the opt-out page: the same request as the invitation's page's.
+    invitee.get_by_role("button", name="Apagar meus dados").click()
+
+    expect(invitee.get_by_role("heading", level=1)).to_have_text("Confira seu e-mail")
+    back = invitee.get_by_role("link", name="Voltar para a página anterior")
+    expect(back).to_have_attribute("href", link)
+    assert_no_axe_violations(invitee, "the erasure request, asked on the opt-out page")
+    assert spoken(invitee) == []

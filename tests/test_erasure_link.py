@@ -1,7 +1,8 @@
-"""**Apagar meus dados** on the invitation's page: the confirmation link goes to the invite's
-address through the real worker and SMTP server; opening it erases nothing; confirming (a form
-post with the CSRF token) erases as ``python -m app esquecer`` does. One test per guard: a
-link we did not sign, an expired link, a used link, no CSRF token."""
+"""**Apagar meus dados** on the invitation's page and on the opt-out page: the confirmation
+link goes to the invite's address through the real worker and SMTP server; opening it erases
+nothing; confirming (a form post with the CSRF token) erases as ``python -m app esquecer``
+does. One test per guard: a link we did not sign, an expired link, a used link, no CSRF
+token."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 from app.config import Settings
 from app.consent import suppression
 from app.consent.confirmation import LINK_TTL_SECONDS
+from app.consent.optout import optout_path
 from app.storage.database import Database
 from tests.answering import invited, press
 from tests.fixtures import MovableClock, drain
@@ -149,6 +151,54 @@ async def test_an_address_that_opted_out_still_gets_the_confirmation_link(
     mail = smtp.received[-1]
     assert ANA in mail.rcpt_tos
     assert mail.message["Subject"] == "Confirme: apagar seus dados do Convites"
+
+
+async def test_the_opt_out_page_asks_the_same_way_and_its_link_erases(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp, ANA)
+    path = optout_path(settings.secret_key, public_id)
+    await anonymous_client.post(path)  # opted out first: the page offers it in every state
+    page = await anonymous_client.get(path)
+    assert '<button type="submit" class="secundario">Apagar meus dados</button>' in page.text
+
+    answer = await press(anonymous_client, path, "apagar")
+
+    assert answer.status_code == 202, answer.text
+    assert "Confira seu e-mail" in answer.text and f'<a href="{path}">' in answer.text
+    await drain(settings)
+    text = [m for m in smtp.received if ANA in m.rcpt_tos][-1].message.get_body(("plain",))
+    assert text is not None
+    found = CONFIRM_LINK.search(text.get_content())
+    assert found, text.get_content()
+    confirm = found.group(0)
+    shown = await anonymous_client.get(confirm)
+    await anonymous_client.post(confirm, data={"csrf_token": page_token(shown.text)})
+    assert await suppression.reason_for(db, ANA) == suppression.Reason.OPTED_OUT  # by its hash
+    assert sum((await rows_naming(db, ANA)).values()) == 0
+
+
+async def test_an_opt_out_path_we_did_not_sign_mails_nobody(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp, ANA)
+    await drain(settings)
+    sent = len(smtp.received)
+    token = page_token((await anonymous_client.get("/entrar")).text)
+
+    forged = f"/descadastro/{public_id}/{'A' * 43}/apagar"
+    posted = await anonymous_client.post(forged, data={"csrf_token": token})
+
+    assert posted.status_code == 404
+    await drain(settings)
+    assert len(smtp.received) == sent
 
 
 async def test_an_unknown_invitation_link_mails_nobody(

@@ -1,6 +1,7 @@
-"""**Apagar meus dados**, for the invitee: asked for on the invitation's page (``/c/{token}``),
-confirmed through a link mailed to the invite's address (``app.consent.confirmation``), done by
-the same erasure as ``python -m app esquecer`` (``app.consent.erasure``).
+"""**Apagar meus dados**, for the invitee: asked for on the invitation's page (``/c/{token}``)
+or on the opt-out page (``/descadastro/{id}/{signature}``), confirmed through a link mailed to
+the invite's address (``app.consent.confirmation``), done by the same erasure as ``python -m
+app esquecer`` (``app.consent.erasure``).
 
 Holding an invitation link proves nothing about who is at the keyboard (it can be forwarded):
 asking only mails the address, and only the mailbox's reader can confirm. Opening the mailed
@@ -19,6 +20,7 @@ from app.clock import utcnow
 from app.consent import confirmation
 from app.consent.confirmation import Confirmation, LinkState
 from app.consent.erasure import forget
+from app.consent.optout import optout_path
 from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.records import ERASURE_MAIL, Change
@@ -32,9 +34,12 @@ from app.web.common import (
     visitor_id,
 )
 from app.web.forms import publish_fast, wait_text
+from app.web.optout import signed_invite
 
 log = logging.getLogger(__name__)
 
+BACK_TO_INVITE = "Voltar para o convite"
+BACK_TO_OPTOUT = "Voltar para a página anterior"
 TOO_MANY = "Já enviamos vários links para este e-mail. Tente de novo em {wait}."
 INVALID = {
     None: ("Este link não é válido", "Confira se o endereço veio inteiro, como no e-mail."),
@@ -56,7 +61,23 @@ async def ask(request: Request) -> Response:
     link = await invite_links.open_link(db_of(request), token, settings.invite_ttl_seconds)
     if link is None:
         return render(request, "apagar_invalido.html", _invalid(None), status_code=404)
-    email = link.invite.email
+    return await _mail_confirmation(request, link.invite.email, f"/c/{token}", BACK_TO_INVITE)
+
+
+async def ask_from_optout(request: Request) -> Response:
+    """POST /descadastro/{id}/{signature}/apagar: the same request, from the opt-out page (its
+    signed path names the invite)."""
+    invite = await signed_invite(request)
+    if invite is None:
+        return render(request, "apagar_invalido.html", _invalid(None), status_code=404)
+    path = optout_path(settings_of(request).secret_key, invite.public_id)
+    return await _mail_confirmation(request, invite.email, path, BACK_TO_OPTOUT)
+
+
+async def _mail_confirmation(request: Request, email: str, back: str, back_label: str) -> Response:
+    """Mail ``email`` the link that confirms its erasure; the page says where it went and
+    links ``back`` to the page it was asked on."""
+    settings = settings_of(request)
     # The same limits as a sign-in link: a mail to an address, on anyone's request.
     limits = ratelimit.signin_limits(settings, email, client_network(request))
     refusal = await ratelimit.take(request.state.redis, limits)
@@ -74,7 +95,8 @@ async def ask(request: Request) -> Response:
     assert isinstance(change, Change)  # only invitations can be duplicates
     log.info("erasure confirmation requested", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
-    return render(request, "apagar_pedido.html", {"email": email, "token": token}, status_code=202)
+    context = {"email": email, "back": back, "back_label": back_label}
+    return render(request, "apagar_pedido.html", context, status_code=202)
 
 
 def _invalid(state: LinkState | None) -> dict[str, str]:

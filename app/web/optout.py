@@ -5,6 +5,8 @@
 - ``POST`` records the opt-out: from the page's button, or from a mail provider's RFC 8058
   one-click (body ``List-Unsubscribe=One-Click``, no cookie, no CSRF token: the signature in
   the path is the proof). Idempotent: the second time changes nothing and answers the same.
+- ``POST …/apagar`` ("Apagar meus dados", ``app.web.erasure``) mails the erasure's
+  confirmation link, as on the invitation's page.
 - ``POST …/voltar`` ("Quero voltar a receber convites") takes back an opt-out the person made
   themselves (with the CSRF token, like every other form); a bounce or a spam report stays
   for an operator to lift.
@@ -36,7 +38,7 @@ NOT_FOUND = (
 ONE_CLICK = ("List-Unsubscribe", "One-Click")
 
 
-async def _invite(request: Request) -> Invite | None:
+async def signed_invite(request: Request) -> Invite | None:
     """The invite this signed path names (``None``: a bad signature, or no such invite)."""
     public_id, given = request.path_params["public_id"], request.path_params["signature"]
     if not signed(settings_of(request).secret_key, public_id, given):
@@ -55,7 +57,7 @@ def _not_found(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     """GET: the question, or what is true now (opted out: the way back)."""
-    invite = await _invite(request)
+    invite = await signed_invite(request)
     if invite is None:
         return _not_found(request)
     entry = await suppression.entry_for(db_of(request), invite.email)
@@ -74,7 +76,7 @@ async def show(request: Request) -> Response:
 async def confirm(request: Request) -> Response:
     """POST: the opt-out (the page's button, or RFC 8058 one-click); 200 to a one-click, 303
     back to the page for a browser."""
-    invite = await _invite(request)
+    invite = await signed_invite(request)
     if invite is None:
         return _not_found(request)
     async with db_of(request).write() as conn:
@@ -93,7 +95,7 @@ async def confirm(request: Request) -> Response:
 
 async def take_back(request: Request) -> Response:
     """POST …/voltar: lifts the person's own opt-out (only that reason); back to the page."""
-    invite = await _invite(request)
+    invite = await signed_invite(request)
     if invite is None:
         return _not_found(request)
     lifted = await suppression.lift(

@@ -79,6 +79,11 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/descadastro/{public_id}/{signature}/voltar", optout.take_back, methods=["POST"]),
         # The invitee's data erased, confirmed through a mailed link.
         Route("/c/{token}/apagar", erasure.ask, methods=["POST"]),
+        Route(
+            "/descadastro/{public_id}/{signature}/apagar",
+            erasure.ask_from_optout,
+            methods=["POST"],
+        ),
         Route("/apagar/{token}", erasure.show, methods=["GET"]),
         Route("/apagar/{token}", erasure.confirm, methods=["POST"]),
         # Batches.
