@@ -39,3 +39,16 @@ def test_the_app_reads_monotonic_time_only_through_app_clock() -> None:
     ]
 
     assert found == []
+
+
+def test_the_display_zone_and_its_date_formats_have_one_home_each() -> None:
+    """São Paulo's zone is named in ``app/clock.py`` alone and a dd/mm/aaaa moment is built in
+    ``app/web/present.py`` alone: a second copy would drift (another zone, another format)."""
+    zone = re.compile(r"ZoneInfo\(|America/Sao_Paulo")
+    date_format = re.compile(r"%d/%m/%Y")
+    sources = {str(path.relative_to(APP)): path.read_text() for path in sorted(APP.rglob("*.py"))}
+
+    zones = [name for name, text in sources.items() if zone.search(text)]
+    formats = [name for name, text in sources.items() if date_format.search(text)]
+
+    assert (zones, formats) == (["clock.py"], ["web/present.py"])

@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import update
 
 from app.config import Settings
-from app.consent.export import local_time, neutralise
+from app.consent.export import neutralise
 from app.storage.database import Database
 from app.storage.tables import invites
+from app.web.present import local_minute
 from tests.batch_helpers import addresses, review_text, send_reviewed
 from tests.fixtures import drain
 from tests.helpers import invite_row, post_invite
@@ -61,12 +62,12 @@ async def test_my_invites_cell_by_cell_with_formulas_neutralised(
     assert by_address["ana@exemplo.com"] == [
         "ana@exemplo.com",
         "'" + INJECTED,
-        "enviado",
-        local_time(ana.updated_at),
+        "Enviado",  # the word on the row's badge
+        local_minute(ana.updated_at),
         "",
     ]
     bia = by_address["bia@exemplo.com"]
-    assert bia[1] == "'-Bia + 1" and bia[2] == "falhou"
+    assert bia[1] == "'-Bia + 1" and bia[2] == "Falhou"
     assert bia[4] == (await invite_row(db, failed["id"])).error
     assert by_address["caio@exemplo.com"][1] == "'@caio"
     assert re.fullmatch(r"\d\d/\d\d/\d{4} \d\d:\d\d", bia[3])
@@ -85,7 +86,7 @@ async def test_the_list_filter_applies_to_the_file(
 
     rows = sheet(await client.get("/convites.csv?estado=atencao"))
 
-    assert [(row[0], row[2]) for row in rows[1:]] == [("bia@exemplo.com", "falhou")]
+    assert [(row[0], row[2]) for row in rows[1:]] == [("bia@exemplo.com", "Falhou")]
 
 
 async def test_only_the_senders_own_invites_are_in_the_file(
@@ -121,7 +122,7 @@ async def test_a_batch_file_cell_by_cell_in_the_order_sent(
     rows = sheet(response)
     assert rows[0] == HEADER
     assert [row[0] for row in rows[1:]] == addresses(3).split()
-    assert all(row[1:3] == ["", "pendente"] and row[4] == "" for row in rows[1:])
+    assert all(row[1:3] == ["", "Enviando"] and row[4] == "" for row in rows[1:])
 
 
 async def test_someone_elses_batch_file_is_a_404(

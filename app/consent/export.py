@@ -2,7 +2,8 @@
 
 UTF-8 with a BOM (without it Excel reads the file as Windows-1252 and mangles "ã"), ``;``
 between cells (``,`` is the decimal mark in pt-BR), one row per invite: address, name, the
-status word the pages use, the last change in São Paulo's local time, and the reason.
+word its row's badge shows (``app.invites.status.LABELS``), the last change in the display
+time zone (``app.web.present.local_minute``), and the reason.
 
 A cell is whatever a person typed (a name, an address) or a mail server answered (a reason):
 one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return would be run as a
@@ -17,19 +18,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import ColumnElement, select
 
 from app.invites.records import INVITE, Invite, record_from
-from app.invites.status import Status
+from app.invites.status import LABELS, Status
 from app.storage.database import Database
 from app.storage.tables import invites
+from app.web.present import local_minute
 
 HEADER = ("endereço", "nome", "situação", "última mudança", "motivo")
-LOCAL_TIME = ZoneInfo("America/Sao_Paulo")
 BOM = "\ufeff"
 #: What a spreadsheet runs when a cell starts with it.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -42,17 +41,12 @@ def neutralise(cell: str) -> str:
     return "'" + cell if cell.startswith(_FORMULA_STARTS) else cell
 
 
-def local_time(moment: datetime) -> str:
-    """``04/12/2026 18:53``: dd/mm/aaaa hh:mm in America/Sao_Paulo."""
-    return moment.astimezone(LOCAL_TIME).strftime("%d/%m/%Y %H:%M")
-
-
 def row_of(invite: Invite) -> tuple[str, ...]:
     cells = (
         invite.email,
         invite.name or "",
-        invite.status.value,
-        local_time(invite.updated_at),
+        LABELS[invite.status],  # the word on the row's badge
+        local_minute(invite.updated_at),
         invite.error or "",
     )
     return tuple(neutralise(cell) for cell in cells)

@@ -23,9 +23,17 @@ def local_time(moment: datetime | None) -> str:
 
 
 def local_datetime(moment: datetime | None) -> str:
+    """``04/12/2026 18:53:09``, in the display time zone."""
     if moment is None:
         return ""
     return moment.astimezone(DISPLAY_TZ).strftime("%d/%m/%Y %H:%M:%S")
+
+
+def local_minute(moment: datetime | None) -> str:
+    """``04/12/2026 18:53``: dd/mm/aaaa hh:mm in the display time zone (a spreadsheet's cell)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(DISPLAY_TZ).strftime("%d/%m/%Y %H:%M")
 
 
 def local_input(moment: datetime | None) -> str:
