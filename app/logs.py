@@ -61,9 +61,12 @@ class QuietJobs(logging.Filter):
         return record.msg not in self.QUIET
 
 
-#: A link that signs a person in (``/entrar/{token}``), answers an invitation (``/c/{token}``) or
-#: confirms an erasure (``/apagar/{id}.{tag}``).
-_SECRET_PATH = re.compile(r"(/(?:c|entrar|apagar)/)[A-Za-z0-9_.-]{16,}")
+#: A link that signs a person in (``/entrar/{token}``), answers an invitation (``/c/{token}``),
+#: confirms an erasure (``/apagar/{id}.{tag}``) or opts out (``/descadastro/{id}/{signature}``:
+#: its signature never expires, so it is hidden like the rest; the invite's id stays).
+_SECRET_PATH = re.compile(
+    r"(/(?:c|entrar|apagar)/|/descadastro/[A-Za-z0-9_-]{1,32}/)[A-Za-z0-9_.-]{16,}"
+)
 HIDDEN = r"\1<oculto>"
 
 

@@ -28,6 +28,7 @@ from app.storage.tables import (
     invites,
     outbox,
     signin_tokens,
+    webhook_deliveries,
 )
 from tests.services import ScriptedSmtp
 from tests.signing_in import SENDER
@@ -199,12 +200,26 @@ async def send_bounce(port: int, raw: bytes, to: str) -> None:
 async def rows_naming(db: Database, address: str) -> dict[str, int]:
     """Rows of each table that still hold ``address`` in any text we keep."""
     texts: dict[str, tuple[Table, list[Any]]] = {
-        "invites": (invites, [invites.c.email, invites.c.sender_email, invites.c.message]),
+        "invites": (
+            invites,
+            [
+                invites.c.email,
+                invites.c.name,
+                invites.c.sender_email,
+                invites.c.message,
+                invites.c.occasion_title,
+                invites.c.occasion_place,
+            ],
+        ),
         "invite_events": (invite_events, [invite_events.c.error]),
         "accounts": (accounts, [accounts.c.email]),
         "signin_tokens": (signin_tokens, [signin_tokens.c.email]),
         "bounces": (bounces, [bounces.c.diagnostic, bounces.c.reason]),
         "idempotency_keys": (idempotency_keys, [idempotency_keys.c.body]),
+        "webhook_deliveries": (
+            webhook_deliveries,
+            [webhook_deliveries.c.body, webhook_deliveries.c.snippet],
+        ),
     }
     found = {}
     async with db.read() as conn:

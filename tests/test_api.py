@@ -9,13 +9,22 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import func, select
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from app.api import idempotency
 from app.config import Settings
 from app.storage.database import Database
 from app.storage.tables import api_keys, idempotency_keys
+from app.web import api
+from app.web.common import API_PREFIX
+from app.web.routes import routes
+from app.web.static import StaticAssets
 from tests.api_keys import bearer, new_key
-from tests.fixtures import drain
+from tests.fixtures import ROOT, MovableClock, drain
 from tests.helpers import JSON, api_headers, invite_count, page_token, post_invite
 from tests.services import ScriptedSmtp
 
@@ -121,6 +130,21 @@ async def test_a_key_opens_the_api_only_and_needs_no_csrf_token(
     )
     assert form.status_code == 403
     assert await invite_count(db) == 1
+
+
+def test_every_route_under_the_api_prefix_takes_an_api_key_only(settings: Settings) -> None:
+    """CSRF lets every unsafe request under ``API_PREFIX`` through: a route there that a cookie
+    could reach (one not wrapped by ``api_endpoint``) would be open to cross-site forgery."""
+    table = routes(settings, StaticAssets(ROOT / "static"))
+    under_prefix = [route for route in table if getattr(route, "path", "").startswith(API_PREFIX)]
+    assert all(isinstance(route, Route) for route in under_prefix)  # no Mount to look into
+    unwrapped = {
+        route.path
+        for route in under_prefix
+        if isinstance(route, Route) and not api.is_api_endpoint(route.endpoint)
+    }
+    assert unwrapped == {f"{api.PREFIX}/openapi.json"}  # public: it holds no secret
+    assert len(under_prefix) > len(unwrapped)
 
 
 async def test_the_api_answers_as_the_pages_do(
@@ -328,3 +352,84 @@ async def test_a_refused_request_gives_its_key_back_only_when_worth_retrying(
     assert first.status_code == again.status_code == 422
     assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
     assert await invite_count(db) == 0
+
+
+async def key_id(db: Database) -> int:
+    async with db.read() as conn:
+        return int((await conn.execute(select(api_keys.c.id))).scalar_one())
+
+
+async def claims(db: Database) -> int:
+    async with db.read() as conn:
+        count = select(func.count()).select_from(idempotency_keys)
+        return int((await conn.execute(count)).scalar_one())
+
+
+async def test_a_claim_left_without_an_answer_is_taken_again_after_its_lease(
+    client: httpx.AsyncClient, db: Database, clock: MovableClock
+) -> None:
+    """A process that died between claim and answer could not give its key back."""
+    await new_key(client)
+    owner, request_hash = await key_id(db), idempotency.fingerprint("POST", "/x", b"{}")
+    first = await idempotency.claim(db, owner, "orfa", request_hash)
+    assert isinstance(first, idempotency.Claimed)
+    blocked = await idempotency.claim(db, owner, "orfa", request_hash)
+    assert isinstance(blocked, idempotency.InProgress)
+
+    clock.advance(idempotency.LEASE.total_seconds() + 1)
+
+    assert await idempotency.claim(db, owner, "orfa", request_hash) == first
+    taken = await idempotency.claim(db, owner, "orfa", request_hash)
+    assert isinstance(taken, idempotency.InProgress)  # the lease starts again
+
+
+async def test_a_cancelled_request_gives_its_key_back(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    """A hang-up or a shutdown cancels the handler mid-way (a ``CancelledError``, which is no
+    ``Exception``): its claim must not block the key."""
+    key = await new_key(client)
+    started = asyncio.Event()
+
+    async def cut_off(request: Request) -> Response:
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+        raise AssertionError("not reached")
+
+    headers = {"authorization": f"Bearer {key}", "idempotency-key": "cortado"}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/v1/convites",
+        "query_string": b"",
+        "headers": [(name.encode(), value.encode()) for name, value in headers.items()],
+        "state": {"db": db, "settings": settings},
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    request = Request(scope, receive)
+    running = asyncio.create_task(api.api_endpoint(cut_off)(request))
+    await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+    assert await claims(db) == 0
+
+
+async def test_a_webhooks_secret_is_shown_once_and_never_kept(
+    client: httpx.AsyncClient, anonymous_client: httpx.AsyncClient, db: Database
+) -> None:
+    headers = bearer(await new_key(client), **{"Idempotency-Key": "webhook-1"})
+    hook = {"url": "http://127.0.0.1:9/convites"}
+    first = await anonymous_client.post("/api/v1/webhooks", json=hook, headers=headers)
+    again = await anonymous_client.post("/api/v1/webhooks", json=hook, headers=headers)
+
+    assert first.status_code == again.status_code == 201
+    assert first.json()["secret"].startswith("whsec_")
+    assert again.json() == {"id": first.json()["id"], "url": hook["url"]}
+    async with db.read() as conn:
+        kept = (await conn.execute(select(idempotency_keys.c.body))).scalar_one()
+    assert "whsec_" not in kept and first.json()["secret"] not in kept

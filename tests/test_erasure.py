@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.consent import suppression
 from app.invites.status import Status
 from app.storage.database import Database
-from app.storage.tables import sessions
+from app.storage.tables import sessions, webhook_deliveries
 from tests.api_keys import bearer, new_key
 from tests.fixtures import BACKEND, app_client, drain, process_env
 from tests.helpers import (
@@ -60,11 +60,22 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
     bounce_port: int,
 ) -> None:
     to_ana = await post_invite(client, ANA, "Ana")
+    mine = {"url": "http://127.0.0.1:9/convites"}  # its deliveries' rows are what matters
+    made = await client.post("/api/v1/webhooks", json=mine, headers=bearer(await new_key(client)))
+    assert made.status_code == 201, made.text
     kept = await client.post(
         "/convites",
-        json={"email": "bia@exemplo.com", "mensagem": f"Traga a {ANA} também."},
+        json={
+            "email": "bia@exemplo.com",
+            "nome": f"Bia (amiga de {ANA})",
+            "mensagem": f"Traga a {ANA} também.",
+            "ocasiao": f"Aniversário de {ANA}",
+            "ocasiao_local": f"Casa de {ANA.upper()}",
+        },
         headers=await api_headers(client),
     )
+    assert kept.status_code == 202, kept.text
+    bia = await invite_row(db, kept.json()["id"])
     async with other_client() as other:  # through the API, with its answer kept
         headers = bearer(await new_key(other), **{"Idempotency-Key": "pedido-1"})
         sent = await other.post("/api/v1/convites", json={"email": ANA}, headers=headers)
@@ -81,6 +92,12 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         )
         assert sent.status_code == 202, sent.text  # what ana's account sent
         await drain(settings)
+        async with db.write() as conn:  # a receiver whose reply echoes what it was sent
+            await conn.execute(
+                update(webhook_deliveries)
+                .where(webhook_deliveries.c.invite_id == bia.id)
+                .values(snippet=f'{{"ok": true, "recebido": "{ANA}"}}')
+            )
         invite = await invite_row(db, to_ana["id"])
         raw = bounce_sample("gmail.eml", invite, settings)
         await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
@@ -93,12 +110,19 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         assert (await ana.get("/")).text.count("Entrar") > 0  # the session went with the account
     printed = done.stdout.splitlines()
     assert printed[0] == "Apagado tudo o que havia de Ana@Exemplo.com:"
-    assert printed[1:] == sorted(printed[1:])  # by what a person reads
+    labels = [line.rsplit(": ", 1)[0] for line in printed[1:]]
+    assert labels == sorted(labels)  # by what a person reads
     assert "  contas: 1" in printed and "  sessões (aparelhos): 1" in printed
     assert "  devoluções: 1" in printed and "  links de acesso: 1" in printed
     # ana's invitations (2), her sign-in mail (1), and the invite her account sent (1)
     assert "  convites e e-mails de acesso: 4" in printed
     assert "  mensagens de outros convites (endereço substituído): 1" in printed
+    assert "  nomes em outros convites (endereço substituído): 1" in printed
+    assert "  ocasiões de outros convites (endereço substituído): 1" in printed
+    assert "  locais de ocasião de outros convites (endereço substituído): 1" in printed
+    assert any(
+        line.startswith("  respostas de receptores de webhook de outras contas") for line in printed
+    )
     assert "  chaves de API: 1" in printed and "  webhooks: 1" in printed
     assert any(line.startswith("  entregas de webhook: ") for line in printed)
     assert "  entradas na lista de supressão: 1" in printed  # the 5.1.1 bounce put it there
@@ -112,12 +136,18 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
             "signin_tokens",
             "bounces",
             "idempotency_keys",
+            "webhook_deliveries",
             "bounces.raw",
         ],
         0,
     )
     bia = await invite_row(db, kept.json()["id"])
     assert bia.message == "Traga a [endereço apagado] também."
+    assert bia.name == "Bia (amiga de [endereço apagado])"
+    assert (bia.occasion_title, bia.occasion_place) == (
+        "Aniversário de [endereço apagado]",
+        "casa de [endereço apagado]",  # found in another letter case: the text lower-cased
+    )
     async with db.read() as conn:
         assert (await conn.execute(select(func.count()).select_from(sessions))).scalar() >= 1
     if BACKEND == "sqlite":

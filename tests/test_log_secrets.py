@@ -1,6 +1,6 @@
 """Link tokens never reach a log: uvicorn's access log writes every request's path, and a
 ``/c/{token}`` or ``/entrar/{token}`` in it would let whoever reads the logs answer an
-invitation or sign in as someone."""
+invitation or sign in as someone, and a ``/descadastro/{id}/{signature}`` opt someone out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.consent.optout import optout_path
 from app.logs import configure_logging, hide_secrets
 from tests.fixtures import process_env
 from tests.helpers import client_for
@@ -54,6 +55,18 @@ def test_the_access_log_line_of_a_link_hides_its_token(
 def test_an_erasure_confirmation_link_is_hidden_whole() -> None:
     token = "Ab3_-x9KqLmN0pQr.c2lnbmF0dXJlLW9mLXRoZS1yZXF1ZXN0LWlk"
     assert hide_secrets(f"POST /apagar/{token} HTTP/1.1") == "POST /apagar/<oculto> HTTP/1.1"
+
+
+def test_an_opt_out_links_signature_is_hidden(settings: Settings) -> None:
+    """The opt-out signature never expires: whoever read it could opt the invitee out."""
+    path = optout_path(settings.secret_key, "Ab3_-x9KqLmN0pQr")
+    signature = path.rsplit("/", 1)[1]
+
+    for shown in (f"POST {path} HTTP/1.1", f"POST {path}/voltar HTTP/1.1"):
+        assert signature not in hide_secrets(shown)
+    assert hide_secrets(f"GET {path} HTTP/1.1") == (
+        "GET /descadastro/Ab3_-x9KqLmN0pQr/<oculto> HTTP/1.1"
+    )
 
 
 def test_other_paths_are_logged_as_they_are() -> None:

@@ -18,6 +18,7 @@ from app.sending.worker import purge_ended, worker_options
 from app.storage.database import Database
 from app.storage.tables import (
     bounces,
+    idempotency_keys,
     invite_events,
     invite_links,
     invites,
@@ -145,6 +146,35 @@ async def test_nothing_is_deleted_before_its_time(
 
     assert await purge_ended({"db": db, "redis": redis, "settings": settings}) == {}
     assert [row[2] for row in await addresses_left(db)] == ["enviado", "recusado"]
+
+
+async def test_the_daily_job_deletes_kept_api_answers_older_than_their_period(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    db: Database,
+    redis: Redis,
+    settings: Settings,
+    clock: MovableClock,
+) -> None:
+    """A claim prunes only its own API key's old answers; an API key never used again would
+    keep its answers (and the addresses in them) for ever without the daily job."""
+    key = await new_key(client)
+    for name, hours_later in (("velho", 23), ("novo", 2)):
+        sent = await anonymous_client.post(
+            "/api/v1/convites",
+            json={"email": f"{name}@exemplo.com"},
+            headers=bearer(key, **{"Idempotency-Key": name}),
+        )
+        assert sent.status_code == 202, sent.text
+        clock.advance(hours_later * 3600)
+
+    removed = await purge_ended({"db": db, "redis": redis, "settings": settings})
+
+    assert removed == {"idempotency_keys": 1}
+    async with db.read() as conn:
+        left = (await conn.execute(select(idempotency_keys.c.key))).scalars().all()
+    assert left == ["novo"]
+    assert (await retention_deleted(redis))["idempotency_keys"] == 1
 
 
 def test_the_worker_runs_it_once_a_day(settings: Settings) -> None:

@@ -10,8 +10,10 @@
   see: the invites and batches it sent (their rows name the account's address as the sender);
 - any other bounce whose report mentions the address (one that named no invite, or an invite
   since corrected to another address);
-- the address in the texts of other invites (a reason quoting it, a Mensagem naming it) and in
-  other API clients' kept answers, replaced by ``[endereço apagado]``;
+- the address in the texts of other invites (a name, a reason quoting it, a Mensagem or an
+  occasion naming it), in other API clients' kept answers and in other accounts' webhook
+  deliveries (the frozen payload, and the receiver's reply, which may echo it), replaced by
+  ``[endereço apagado]``;
 - its entry on the suppression list, except an opt-out, which stays as the address's hash
   alone (``forget_suppression``).
 
@@ -101,6 +103,24 @@ def _raw_text(conn: Connection, column: Any) -> Any:
     return func.lower(func.encode(column, "escape"))
 
 
+def _replace_in(conn: Connection, table: Any, column: Any, address: str) -> int:
+    """``address`` replaced by ``ERASED`` in ``column``; rows that named it."""
+    mentions = func.lower(column).contains(address, autoescape=True)
+    length = getattr(column.type, "length", None)
+    named = 0
+    # As written first; a spelling in other letter case, with the whole text lower-cased. The
+    # first pass finds every row that names the address (the second, some of them again).
+    for text in (column, func.lower(column)):
+        replaced = func.replace(text, address, ERASED)
+        if length is not None:
+            # The placeholder can be longer than a short address, and PostgreSQL refuses a
+            # value over the column's length: the text is cut rather than kept.
+            replaced = func.substr(replaced, 1, length)
+        changed = conn.execute(update(table).where(mentions).values({column.name: replaced}))
+        named = named or changed.rowcount
+    return named
+
+
 def _in_texts(conn: Connection, address: str) -> Counter[str]:
     removed: Counter[str] = Counter()
     mentioned = conn.execute(
@@ -120,20 +140,17 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
     )
     removed["bounces"] += mentioned.rowcount
     for table, column in (
+        (invites, invites.c.name),  # an invitee's name typed as their address
         (invites, invites.c.error),
         (invites, invites.c.message),
+        (invites, invites.c.occasion_title),
+        (invites, invites.c.occasion_place),
         (invite_events, invite_events.c.error),
         (idempotency_keys, idempotency_keys.c.body),  # another API client's kept answer
         (webhook_deliveries, webhook_deliveries.c.body),  # another account's frozen payload
+        (webhook_deliveries, webhook_deliveries.c.snippet),  # a receiver's reply echoing it
     ):
-        # As written first; a spelling in other letter case, with the whole text lower-cased.
-        for text in (column, func.lower(column)):
-            changed = conn.execute(
-                update(table)
-                .where(func.lower(column).contains(address, autoescape=True))
-                .values({column.name: func.replace(text, address, ERASED)})
-            )
-            removed[f"{table.name}.{column.name}"] += changed.rowcount
+        removed[f"{table.name}.{column.name}"] += _replace_in(conn, table, column, address)
     return removed
 
 

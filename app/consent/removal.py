@@ -48,10 +48,16 @@ LABELS = {
     "webhooks": "webhooks",
     "webhook_deliveries": "entregas de webhook",
     "webhook_deliveries.body": "entregas de webhook de outras contas (endereço substituído)",
+    "webhook_deliveries.snippet": (
+        "respostas de receptores de webhook de outras contas (endereço substituído)"
+    ),
     "suppressions": "entradas na lista de supressão",
     "suppressions.email": "descadastro mantido só como hash (sem o endereço)",
     "invites.error": "motivos de outros convites (endereço substituído)",
     "invites.message": "mensagens de outros convites (endereço substituído)",
+    "invites.name": "nomes em outros convites (endereço substituído)",
+    "invites.occasion_title": "ocasiões de outros convites (endereço substituído)",
+    "invites.occasion_place": "locais de ocasião de outros convites (endereço substituído)",
     "invite_events.error": "motivos no histórico de outros convites (endereço substituído)",
     "idempotency_keys.body": "respostas guardadas de outros clientes da API (endereço substituído)",
 }

@@ -7,6 +7,10 @@ expired, cancelled, failed or bounced (the sender may still send one of those ag
 retention period), and a sign-in or erasure confirmation mail once it left or failed (its link
 lives minutes or hours). Its last change (``updated_at``) is when it ended.
 
+The same job deletes the API's kept ``Idempotency-Key`` answers older than their own period
+(``app.api.idempotency.KEEP``): a claim prunes only its own API key's, and a key that is never
+used again would keep its answers, and the addresses in them, for ever.
+
 A daily arq cron of the worker runs it (``app.sending.worker``). It deletes in chunks, one short
 transaction each, so the web's writers wait at most one chunk; it counts what it deleted
 (``convites_retention_deleted``) and logs one line.
@@ -20,11 +24,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Connection, and_, delete, or_, select
 
+from app.api import idempotency
 from app.consent.removal import delete_invites
 from app.invites.records import INVITE
 from app.invites.status import Status
 from app.storage.database import Database
-from app.storage.tables import bounces, invites
+from app.storage.tables import bounces, idempotency_keys, invites
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +86,20 @@ def _purge_unmatched_bounces(conn: Connection, cutoff: datetime, chunk: int) -> 
     return int(conn.execute(delete(bounces).where(bounces.c.id.in_(old))).rowcount)
 
 
+def _purge_kept_answers(conn: Connection, now: datetime, chunk: int) -> int:
+    old = (
+        select(idempotency_keys.c.id)
+        .where(idempotency_keys.c.created_at < idempotency.expired_before(now))
+        .limit(chunk)
+        .scalar_subquery()
+    )
+    deleted = conn.execute(delete(idempotency_keys).where(idempotency_keys.c.id.in_(old)))
+    return int(deleted.rowcount)
+
+
 async def purge(db: Database, now: datetime, retention_days: int) -> Counter[str]:
-    """Delete what ended more than ``retention_days`` before ``now``; rows deleted per table."""
+    """Delete what ended more than ``retention_days`` before ``now``, and kept API answers
+    older than theirs; rows deleted per table."""
     cutoff = now - timedelta(days=retention_days)
     removed: Counter[str] = Counter()
     while True:
@@ -96,6 +113,12 @@ async def purge(db: Database, now: datetime, retention_days: int) -> Counter[str
             deleted_bounces = await conn.run_sync(_purge_unmatched_bounces, cutoff, CHUNK)
         removed += Counter(bounces=deleted_bounces)
         if deleted_bounces < CHUNK:
+            break
+    while True:
+        async with db.write() as conn:
+            deleted_answers = await conn.run_sync(_purge_kept_answers, now, CHUNK)
+        removed += Counter(idempotency_keys=deleted_answers)
+        if deleted_answers < CHUNK:
             break
     log.info(
         "retention purge",

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 from pathlib import Path
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,11 +24,21 @@ from app.api import idempotency, keys
 from app.clock import utcnow
 from app.invites import queries
 from app.invites.status import Status
-from app.web.common import bearer_token, db_of, error_response, sender_id, settings_of
+from app.web.common import (
+    API_PREFIX,
+    bearer_token,
+    db_of,
+    error_response,
+    sender_id,
+    settings_of,
+)
 from app.web.present import invite_json
 
 Handler = Callable[[Request], Awaitable[Response]]
-PREFIX = "/api/v1"
+PREFIX = f"{API_PREFIX}v1"
+#: Set on every handler ``api_endpoint`` wraps: CSRF lets anything under ``API_PREFIX`` through,
+#: so a route there that does not authenticate by API key alone would be open to forgery.
+MARK = "api_key_only"
 OPENAPI = Path(__file__).resolve().parent.parent / "api" / "openapi.json"
 
 NO_KEY = (
@@ -41,6 +52,9 @@ OTHER_REQUEST = (
 IN_PROGRESS = (
     "Um pedido com esta Idempotency-Key ainda está em andamento. Tente de novo em instantes."
 )
+#: Fields of an answer shown once and never kept: a replay answers without them (a webhook's
+#: signing secret must not sit in ``idempotency_keys.body``).
+SHOWN_ONCE = frozenset({"secret"})
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]{1,255}")
 
 
@@ -76,7 +90,13 @@ def api_endpoint(handler: Handler) -> Handler:
             return await _once(request, use.key, idempotency_key, handler)
         return _as_api(await handler(request))
 
+    setattr(endpoint, MARK, True)
     return endpoint
+
+
+def is_api_endpoint(handler: object) -> bool:
+    """Whether ``handler`` authenticates by API key alone (it was wrapped by ``api_endpoint``)."""
+    return getattr(handler, MARK, False) is True
 
 
 async def _once(request: Request, key: keys.ApiKey, given: str, handler: Handler) -> Response:
@@ -97,19 +117,38 @@ async def _once(request: Request, key: keys.ApiKey, given: str, handler: Handler
         return Response(
             outcome.body, outcome.status_code, headers=headers, media_type="application/json"
         )
+    kept = False
     try:
         response = _as_api(await handler(request))
-    except Exception:
-        await idempotency.release(db, outcome.claim_id)
-        raise
-    if response.status_code >= 500 or response.status_code == 429:
-        # Not an answer to keep: the same request may well succeed later.
-        await idempotency.release(db, outcome.claim_id)
+        # A 5xx or 429 is not an answer to keep: the same request may well succeed later.
+        if response.status_code < 500 and response.status_code != 429:
+            body = _kept_body(bytes(response.body).decode())
+            location = response.headers.get("location")
+            # Shielded: once the work is done, a hang-up must not leave its claim unanswered.
+            with anyio.CancelScope(shield=True):
+                await idempotency.complete(
+                    db, outcome.claim_id, response.status_code, location, body
+                )
+            kept = True
         return response
-    body = bytes(response.body).decode()
-    location = response.headers.get("location")
-    await idempotency.complete(db, outcome.claim_id, response.status_code, location, body)
-    return response
+    finally:
+        if not kept:
+            # Failed, cancelled (a hang-up, a shutdown) or not worth keeping: give the key back
+            # now rather than leave it blocked until its lease runs out.
+            with anyio.CancelScope(shield=True):
+                await idempotency.release(db, outcome.claim_id)
+
+
+def _kept_body(body: str) -> str:
+    """The answer as it is kept for a replay: without what is shown only once."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(answer, dict) or not SHOWN_ONCE & answer.keys():
+        return body
+    kept = {name: value for name, value in answer.items() if name not in SHOWN_ONCE}
+    return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
 
 
 _STATUSES = {status.value: status for status in Status}

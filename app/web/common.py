@@ -64,10 +64,16 @@ def bearer_token(authorization: str) -> str | None:
     return authorization[7:].strip() if authorization[:7].lower() == "bearer " else None
 
 
+#: Where requests authenticate by API key only (``app.web.api``): every answer is JSON, and no
+#: CSRF token is asked (``app.web.middleware.csrf``). Every route under it is an
+#: ``api_endpoint`` (a test of the route table checks it).
+API_PREFIX = "/api/"
+
+
 def wants_json(request: Request) -> bool:
-    """JSON for API clients: anything under ``/api/``, an Accept that prefers JSON, or a JSON
-    request body."""
-    if request.url.path.startswith("/api/"):
+    """JSON for API clients: anything under ``API_PREFIX``, an Accept that prefers JSON, or a
+    JSON request body."""
+    if request.url.path.startswith(API_PREFIX):
         return True
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/html" not in accept:

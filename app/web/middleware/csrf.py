@@ -3,7 +3,7 @@
 An HMAC of the browser's id (in the session cookie) with ``SECRET_KEY``: no storage, and
 worthless after sign-in gives the browser a new id. Sent as the ``csrf_token`` field or the
 ``X-CSRF-Token`` header; an unsafe method without a valid one gets 403 before any endpoint.
-Besides ``/api/`` (API keys only, never a cookie), one path is let through: the signed
+Besides ``API_PREFIX`` (API keys only, never a cookie), one path is let through: the signed
 one-click opt-out (``app.consent.optout``, RFC 8058).
 """
 
@@ -23,14 +23,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.consent.optout import is_one_click_path
 from app.logs import hide_secrets
 from app.signing import FULL, Purpose, sign, verify
-from app.web.common import VISITOR_KEY, bearer_token, error_response, settings_of, visitor_id
+from app.web.common import (
+    API_PREFIX,
+    VISITOR_KEY,
+    bearer_token,
+    error_response,
+    settings_of,
+    visitor_id,
+)
 
 log = logging.getLogger(__name__)
 
 HEADER = "x-csrf-token"
 FIELD = "csrf_token"
-#: Where requests authenticate by API key only (``app.web.api``), so no CSRF token is asked.
-API_PREFIX = "/api/"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 REFUSED = (
