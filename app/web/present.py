@@ -265,7 +265,7 @@ def can_remind(invite: Invite, now: datetime, min_gap_seconds: float) -> bool:
 _REMINDER_EVENTS = {
     "enviado": lambda e: f"Lembrete enviado às {local_hour(e.created_at)}",
     "falhou": lambda e: f"Lembrete não enviado: {e.error or 'motivo desconhecido.'}",
-    "incerto": lambda e: f"Lembrete talvez não enviado: {e.error or 'motivo desconhecido.'}",
+    "incerto": lambda e: f"Lembrete incerto: {e.error or 'motivo desconhecido.'}",
 }
 
 
