@@ -297,3 +297,50 @@ async def test_a_reminder_claim_its_worker_left_becomes_incerto_and_is_never_res
     )
     assert len(smtp.received) == 1  # the invitation; the ambiguous reminder was not re-sent
 
+
+async def test_a_resent_invite_forgets_the_old_rounds_reminder_and_gets_its_own(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+    assert (await invite_row(db, public_id)).reminder_status == "enviado"
+    headers = await api_headers(client)
+    await client.post(f"/convites/{public_id}/cancelar", headers=headers)
+    resent = await client.post(f"/convites/{public_id}/reenviar", headers=headers)
+    assert resent.status_code == 202, resent.text
+
+    await drain(settings)
+
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.ENVIADO and invite.attempt == 2
+    assert invite.reminder_status is None and invite.reminded_at is None
+    row = (await client.get(f"/convites/{public_id}", headers={"HX-Request": "true"})).text
+    assert "Lembrete enviado" not in row
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+    assert mails_to(smtp, "ana@exemplo.com.br") == [
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+    ]
+
+
+async def test_the_reminder_is_announced_with_the_invitees_name(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    public_id, _ = await invited(client, settings, smtp, nome="Ana Lima")
+    await client.post(f"/convites/{public_id}/lembrar", headers=await api_headers(client))
+    row = f"/convites/{public_id}"
+
+    asked = (await client.get(row, headers={"HX-Request": "true"})).text
+    await drain(settings)
+    sent = (await client.get(row, headers={"HX-Request": "true"})).text
+
+    assert 'data-anuncio="Lembrete pedido para Ana Lima."' in asked
+    assert 'data-anuncio="Lembrete enviado para Ana Lima às ' in sent

@@ -237,7 +237,7 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
 
 def reminder_announcement(invite: Invite) -> tuple[str, str]:
     """What is heard about a sent invite's reminder: asked for, then what became of it."""
-    who = invite.email
+    who = _person(invite)
     if invite.reminder_requested_at is not None:
         return f"Lembrete pedido para {who}.", "status"
     if invite.reminder_status == "enviado":
