@@ -150,6 +150,10 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
     label = LABELS[invite.status]
     if invite.status == Status.ENVIADO:
         return StatusText(label, *_with_reminder(invite, _SAID[invite.status](invite)))
+    if invite.status == Status.AGENDADO and invite.send_at is not None and invite.send_at <= now:
+        # Its moment has come and the worker's sweep is about to release it: "Sai nessa hora"
+        # about a moment already past would read as a mistake.
+        return StatusText(label, _SAID[invite.status](invite)[0], "Saindo agora.")
     if invite.status in _SAID:
         return StatusText(label, *_SAID[invite.status](invite))
     if invite.status == Status.ENVIANDO:
