@@ -48,6 +48,7 @@ async def sweep_once(settings: Settings, db: Database, redis: Redis) -> int:
             publisher,
             announcer,
             invite_ttl_seconds=settings.invite_ttl_seconds,
+            sending_lease_seconds=settings.sending_lease_seconds,
             webhook_requeue_seconds=30,
         )
     finally:

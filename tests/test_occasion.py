@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import icalendar
 
-from app.clock import DISPLAY_TZ, utcnow
+from app.clock import DISPLAY_TZ, local_moment, utcnow
 from app.config import Settings
 from app.invites.status import Status
 from app.storage.database import Database
@@ -122,6 +122,10 @@ async def test_the_reminder_goes_the_day_before_an_occasion_that_comes_first(
     assert [m.message["Subject"] for m in smtp.received][-1] == (
         "Lembrete: Marta Souza convidou você para Corrida"
     )
+    # Unanswered, it expires at the occasion, before its link would: the reminder says so.
+    assert settings.invite_ttl_seconds > 2 * 24 * HOUR
+    body = smtp.received[-1].message.get_body(("plain",))
+    assert body is not None and f"O convite vale até {local_moment(when)} " in body.get_content()
 
 
 async def test_a_past_occasion_is_not_reminded_and_its_invite_expires(

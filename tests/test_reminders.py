@@ -233,3 +233,114 @@ async def test_a_link_the_key_no_longer_rebuilds_is_never_mailed(
     assert len(smtp.received) == 1  # no reminder with a link that leads nowhere
     assert (await invite_row(db, public_id)).reminder_status == "falhou"
     assert "a chave do servidor mudou" in (await history(client, public_id))[-1]
+
+
+async def test_a_reminder_waits_for_the_hourly_budget_and_then_goes_once(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    automatic, _ = await invited(client, settings, smtp, "ana@exemplo.com.br")
+    asked, _ = await invited(client, settings, smtp, "bia@exemplo.com.br")
+    assert (
+        await client.post(f"/convites/{asked}/lembrar", headers=await api_headers(client))
+    ).status_code == 202
+    clock.advance(settings.reminder_after_seconds + 1)
+
+    await drain(replace(settings, sends_per_hour=2))  # the two invitations spent this hour
+
+    assert len(smtp.received) == 2  # no reminder left
+    for public_id in (automatic, asked):
+        assert (await invite_row(db, public_id)).reminder_status is None
+        assert not (await history(client, public_id))[-1].startswith("Lembrete")
+    # The claims were given back as they were found: the sender's Lembrar still stands.
+    assert (await invite_row(db, asked)).reminder_requested_at is not None
+
+    await drain(settings)  # room in the hour again
+    await drain(settings)
+
+    for email in ("ana@exemplo.com.br", "bia@exemplo.com.br"):
+        assert mails_to(smtp, email)[1:] == ["Lembrete: Marta Souza convidou você…"]
+
+
+async def test_a_reminder_claim_its_worker_left_becomes_incerto_and_is_never_resent(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+    # A worker claims the reminder and dies before it says what became of it.
+    claimed = await reminders.claim_due(
+        db,
+        after_seconds=settings.reminder_after_seconds,
+        ttl_seconds=settings.invite_ttl_seconds,
+        key=settings.secret_key,
+    )
+    assert len(claimed) == 1
+    await drain(settings)  # within its lease: left alone
+    assert (await invite_row(db, public_id)).reminder_status == "enviando"
+
+    clock.advance(settings.sending_lease_seconds + 1)
+    await drain(settings)
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+
+    assert (await invite_row(db, public_id)).reminder_status == "incerto"
+    assert (await history(client, public_id))[-1] == (
+        "Lembrete incerto: O envio foi interrompido no meio e não conseguimos confirmar "
+        "se o lembrete saiu."
+    )
+    assert len(smtp.received) == 1  # the invitation; the ambiguous reminder was not re-sent
+
+
+async def test_a_resent_invite_forgets_the_old_rounds_reminder_and_gets_its_own(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+    assert (await invite_row(db, public_id)).reminder_status == "enviado"
+    headers = await api_headers(client)
+    await client.post(f"/convites/{public_id}/cancelar", headers=headers)
+    resent = await client.post(f"/convites/{public_id}/reenviar", headers=headers)
+    assert resent.status_code == 202, resent.text
+
+    await drain(settings)
+
+    invite = await invite_row(db, public_id)
+    assert invite.status == Status.ENVIADO and invite.attempt == 2
+    assert invite.reminder_status is None and invite.reminded_at is None
+    row = (await client.get(f"/convites/{public_id}", headers={"HX-Request": "true"})).text
+    assert "Lembrete enviado" not in row
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)
+    assert mails_to(smtp, "ana@exemplo.com.br") == [
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+    ]
+
+
+async def test_the_reminder_is_announced_with_the_invitees_name(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    public_id, _ = await invited(client, settings, smtp, nome="Ana Lima")
+    await client.post(f"/convites/{public_id}/lembrar", headers=await api_headers(client))
+    row = f"/convites/{public_id}"
+
+    asked = (await client.get(row, headers={"HX-Request": "true"})).text
+    await drain(settings)
+    sent = (await client.get(row, headers={"HX-Request": "true"})).text
+
+    assert 'data-anuncio="Lembrete pedido para Ana Lima."' in asked
+    assert 'data-anuncio="Lembrete enviado para Ana Lima às ' in sent

@@ -24,6 +24,7 @@ from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
 from tests.services import ScriptedSmtp
 from tests.test_cli import run
 from tests.test_health import codes, saude
+from tests.test_metrics import scrape, value
 
 OPS_TOKEN = "token-de-operacao-bem-comprido"
 OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
@@ -247,3 +248,60 @@ async def test_saude_alarms_when_a_scheduled_invite_is_overdue_and_status_shows_
     assert "Próximo agendado: 20" in shown and "Lembretes a enviar: 0" in shown
     assert "Próximo agendado" in page and "Lembretes a enviar" in page
     assert late.status_code == 503 and "scheduled_overdue" in codes(late.json())
+
+
+async def test_a_moment_not_before_the_occasion_is_refused_and_nothing_changes(
+    client: httpx.AsyncClient, settings: Settings, db: Database, clock: MovableClock
+) -> None:
+    occasion = utcnow() + timedelta(days=2)
+    refused = await schedule(
+        client,
+        "ana@exemplo.com",
+        occasion + timedelta(hours=1),
+        ocasiao="Corrida",
+        ocasiao_em=occasion.isoformat(),
+    )
+    assert refused.status_code == 422
+    assert "antes da ocasião" in refused.json()["campos"]["enviar_em"]
+    assert await written(db) == (0, 0, 0)
+
+    before = utcnow() + timedelta(days=1)
+    created = await schedule(
+        client, "ana@exemplo.com", before, ocasiao="Corrida", ocasiao_em=occasion.isoformat()
+    )
+    assert created.status_code == 202, created.text
+    moved = await client.post(
+        f"/convites/{created.json()['id']}/reagendar",
+        json={"enviar_em": occasion.isoformat()},
+        headers=await api_headers(client),
+    )
+
+    assert moved.status_code == 422
+    assert "antes da ocasião" in moved.json()["campos"]["enviar_em"]
+    assert (await invite_row(db, created.json()["id"])).send_at == before
+
+
+async def test_an_overdue_scheduled_row_says_it_is_leaving_and_its_latency_starts_at_its_moment(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    clock: MovableClock,
+) -> None:
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(days=2))).json()
+    row = f"/convites/{created['id']}"
+    assert "Sai nessa hora." in (await client.get(row, headers={"HX-Request": "true"})).text
+
+    clock.advance(2 * 24 * HOUR + 1)  # its moment has passed; no sweep has run yet
+    overdue = (await client.get(row, headers={"HX-Request": "true"})).text
+    assert "Saindo agora." in overdue and "Sai nessa hora" not in overdue
+
+    before = await scrape(client)
+    await drain(settings)
+    after = await scrape(client)
+
+    def sent(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    # From its moment, not from the 202 two days before.
+    assert sent("convites_accepted_to_sent_seconds_count") == 1
+    assert sent("convites_accepted_to_sent_seconds_bucket", le="60") == 1

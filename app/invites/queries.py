@@ -99,9 +99,10 @@ def _latest_event_ids(conn: Connection, invite_ids: Sequence[int]) -> dict[int, 
 
 
 async def round_started_at(db: Database, invite: Invite) -> datetime:
-    """When the current round began: the 202, or the person's (or operator's) resend."""
+    """When the current round began: the 202 (a scheduled invite's moment), or the person's (or
+    operator's) resend."""
     if invite.round_first_attempt == 1:
-        return invite.created_at
+        return invite.send_at or invite.created_at
     async with db.read() as conn:
         started = (
             await conn.execute(

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from email_validator import EmailNotValidError, validate_email
 
-from app.clock import DISPLAY_TZ
+from app.clock import DISPLAY_TZ, local_moment
 from app.invites.records import Occasion
 
 MAX_EMAIL_LENGTH = 254
@@ -132,6 +132,19 @@ def check_send_at(
     if moment - now > timedelta(days=max_days):
         return None, f"Dá para agendar no máximo {max_days} dias à frente."
     return moment, None
+
+
+def check_send_before_occasion(
+    send_at: datetime | None, occasion_at: datetime | None
+) -> str | None:
+    """A scheduled invite must leave before its occasion: one sent at or after it would invite
+    to something already happening (and, unanswered, it expires at the occasion)."""
+    if send_at is None or occasion_at is None or send_at < occasion_at:
+        return None
+    return (
+        f"O convite precisa sair antes da ocasião ({local_moment(occasion_at)}). "
+        "Escolha um horário de envio anterior."
+    )
 
 
 MAX_OCCASION_TITLE_LENGTH = 120

@@ -104,12 +104,14 @@ async def _reconcile(settings: Settings) -> int:
             stores.publisher,
             stores.announcer,
             invite_ttl_seconds=settings.invite_ttl_seconds,
+            sending_lease_seconds=settings.sending_lease_seconds,
             webhook_requeue_seconds=lease_seconds(settings),
         )
     print(
         f"Reconciliação feita: {done.released} agendados liberados para envio, "
         f"{done.published} do outbox para a fila, "
         f"{done.uncertain} viraram incerto (envio interrompido), "
+        f"{done.reminders_uncertain} lembretes viraram incerto, "
         f"{done.requeued} pendentes sem job voltaram para a fila, "
         f"{done.expired} convites sem resposta expiraram."
     )

@@ -14,6 +14,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from redis.asyncio import Redis
+
 from app import clock, ratelimit
 from app.accounts import signin
 from app.clock import utcnow
@@ -46,17 +48,16 @@ SENDER_SHARE_SPENT = (
 )
 
 
-async def _spend_hourly_budget(ctx: dict[str, Any], invite: Invite) -> ratelimit.Refusal | None:
+async def spend_hourly_budget(
+    redis: Redis, settings: Settings, invite: Invite
+) -> ratelimit.Refusal | None:
     """A sign-in or erasure confirmation mail always goes (it is only counted, so invitations
-    give way to it); an invitation takes one unit of the shared hour and of its sender's share,
-    or waits."""
-    settings: Settings = ctx["settings"]
+    give way to it); an invitation, or its reminder (``app.sending.reminders``), takes one unit
+    of the shared hour and of its sender's share, or waits."""
     if invite.kind != INVITE:
-        await ratelimit.count_send(ctx["redis"], ratelimit.global_send_limit(settings))
+        await ratelimit.count_send(redis, ratelimit.global_send_limit(settings))
         return None
-    return await ratelimit.take(
-        ctx["redis"], ratelimit.hourly_send_limits(settings, invite.sender_id)
-    )
+    return await ratelimit.take(redis, ratelimit.hourly_send_limits(settings, invite.sender_id))
 
 
 async def _record(ctx: dict[str, Any], change: Change | None) -> None:
@@ -216,7 +217,7 @@ async def send_invite(ctx: dict[str, Any], public_id: str, attempt: int, correla
     if await _cancelled_as_suppressed(ctx, claimed.invite):
         return "suppressed"
     try:
-        spent = await _spend_hourly_budget(ctx, claimed.invite)
+        spent = await spend_hourly_budget(ctx["redis"], settings, claimed.invite)
     except OUTAGE_ERRORS:
         # Redis went away between the claim and the send: nothing left, so the claim is given
         # back at once rather than left to expire as incerto.

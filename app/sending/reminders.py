@@ -3,6 +3,8 @@ reminder through the Mailer, record what became of it. An arq cron of the worker
 
 A reminder never changes the invite's status and is never retried on its own: a refusal is
 recorded as ``falhou`` (in the history and the metrics), a send cut mid-message as ``incerto``.
+It takes the hourly send budget like an invitation; while that is spent, the claim is given
+back untouched and a later pass sends it.
 """
 
 from __future__ import annotations
@@ -10,13 +12,23 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from redis.asyncio import Redis
+
 from app.config import Settings
 from app.consent import suppression
-from app.invites.transitions.reminders import Reminder, ReminderStatus, claim_due, finish
+from app.invites.transitions.reminders import (
+    Reminder,
+    ReminderStatus,
+    claim_due,
+    finish,
+    give_back,
+)
 from app.live.wakeups import Announcer
+from app.sending.attempt import spend_hourly_budget
 from app.sending.mailer import Mailer, SendError, SendProgress, UnknownOutcomeError
 from app.sending.messages import reminder
 from app.sending.pause import Pause
+from app.sending.sweep import REMINDER_CUT_SHORT
 from app.storage.database import Database
 from app.ttl_cache import TtlCache
 
@@ -24,12 +36,12 @@ log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "Erro interno ao preparar o lembrete."
 KEY_CHANGED = "O link do convite não pôde ser refeito (a chave do servidor mudou desde o envio)."
-CUT_SHORT = "O envio foi interrompido no meio e não conseguimos confirmar se o lembrete saiu."
 
 
 async def _send_one(
-    db: Database, mailer: Mailer, settings: Settings, claimed: Reminder
-) -> tuple[ReminderStatus, str | None]:
+    db: Database, mailer: Mailer, redis: Redis, settings: Settings, claimed: Reminder
+) -> tuple[ReminderStatus, str | None] | None:
+    """What became of the reminder; ``None``: the hourly budget is spent and nothing left."""
     invite = claimed.invite
     refusal = await suppression.refusal_for(db, invite.email)
     if refusal is not None:
@@ -39,6 +51,13 @@ async def _send_one(
     if claimed.token is None:
         log.error("reminder link cannot be rebuilt", extra={"invite": invite.public_id})
         return ReminderStatus.FAILED, KEY_CHANGED
+    spent = await spend_hourly_budget(redis, settings, invite)
+    if spent is not None:
+        log.info(
+            "hourly send budget spent; reminder deferred",
+            extra={"invite": invite.public_id, "limit": spent.limit.kind},
+        )
+        return None
     progress = SendProgress()
     try:
         message = reminder(settings, invite, claimed.token, claimed.expires_at)
@@ -54,7 +73,7 @@ async def _send_one(
             "unexpected error while sending a reminder", extra={"invite": invite.public_id}
         )
         if progress.data_started:
-            return ReminderStatus.UNCERTAIN, CUT_SHORT
+            return ReminderStatus.UNCERTAIN, REMINDER_CUT_SHORT
         return ReminderStatus.FAILED, INTERNAL_ERROR
     return ReminderStatus.SENT, None
 
@@ -63,6 +82,7 @@ async def send_due_reminders(
     db: Database,
     mailer: Mailer,
     announcer: Announcer,
+    redis: Redis,
     settings: Settings,
     paused: TtlCache[Pause | None],
 ) -> int:
@@ -78,8 +98,11 @@ async def send_due_reminders(
     )
 
     async def deliver(one: Reminder) -> None:
-        outcome, error = await _send_one(db, mailer, settings, one)
-        change = await finish(db, one.invite, outcome, error)
+        result = await _send_one(db, mailer, redis, settings, one)
+        if result is None:
+            await give_back(db, one)
+            return
+        change = await finish(db, one.invite, *result)
         await announcer.announce(change)
 
     await asyncio.gather(*(deliver(one) for one in claimed))

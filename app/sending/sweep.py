@@ -1,10 +1,10 @@
 """The reconciliation sweep: what no request and no job will do on its own.
 
 It releases scheduled invites whose moment has come, publishes outbox rows whose fast path
-failed, turns expired leases ``incerto``, re-enqueues ``pendente`` rows whose job Redis lost,
-expires unanswered invites, and puts due webhook deliveries on the queue
-(``app.webhooks.deliver``). An arq cron of the
-worker, and ``python -m app reconcile``; it needs nothing of arq's job context.
+failed, turns expired leases ``incerto`` (an invitation's, and a reminder's), re-enqueues
+``pendente`` rows whose job Redis lost, expires unanswered invites, and puts due webhook
+deliveries on the queue (``app.webhooks.deliver``). An arq cron of the worker, and
+``python -m app reconcile``; it needs nothing of arq's job context.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from app.clock import utcnow
 from app.invites import transitions
 from app.invites.records import Invite, OutboxEntry, record_from
 from app.invites.status import Status
+from app.invites.transitions import reminders
 from app.invites.transitions.core import insert_ids
 from app.live.wakeups import Announcer
 from app.sending.outbox import outbox_values
@@ -33,6 +34,11 @@ log = logging.getLogger(__name__)
 
 LEASE_EXPIRED_REASON = (
     "O envio foi interrompido no meio e não conseguimos confirmar se o e-mail saiu."
+)
+#: A reminder cut mid-message, or whose worker died with it claimed (``reminder_status``
+#: ``enviando`` past the sending lease).
+REMINDER_CUT_SHORT = (
+    "O envio foi interrompido no meio e não conseguimos confirmar se o lembrete saiu."
 )
 #: A ``pendente`` row due longer ago than this, with no live job, lost its job.
 PENDING_GRACE_SECONDS = 5.0
@@ -48,6 +54,7 @@ class Sweep:
     expired: int = 0
     webhooks: int = 0  # webhook deliveries put on the queue
     released: int = 0  # scheduled invites released to pendente
+    reminders_uncertain: int = 0  # reminders whose claim outlived the sending lease
 
     def any(self) -> bool:
         return any(vars(self).values())
@@ -109,17 +116,22 @@ async def reconcile(
     announcer: Announcer,
     *,
     invite_ttl_seconds: float,
+    sending_lease_seconds: float,
     webhook_requeue_seconds: float,
 ) -> Sweep:
-    """One pass: release scheduled invites that are due, publish the outbox, expire leases,
-    re-enqueue pending rows whose job is gone, expire unanswered invites, put due webhook
-    deliveries on the queue."""
+    """One pass: release scheduled invites that are due, publish the outbox, expire leases (of
+    invitations and reminders), re-enqueue pending rows whose job is gone, expire unanswered
+    invites, put due webhook deliveries on the queue."""
     # Released first: their jobs are enqueued at once, and the relay below covers an outage.
     released = await transitions.release_due(db)
     await asyncio.gather(publisher.publish_or_leave(released), announcer.announce_all(released))
     published = await relay_outbox(db, publisher)
     expired = await transitions.expire_leases(db, LEASE_EXPIRED_REASON)
     await announcer.announce_all(expired)
+    # A reminder still ``enviando`` after its worker's lease may have left: ambiguous, so
+    # ``incerto`` and never re-sent on its own (its claim keeps the pass from claiming it again).
+    reminders_expired = await reminders.expire_claims(db, sending_lease_seconds, REMINDER_CUT_SHORT)
+    await announcer.announce_all(reminders_expired)
     due_before = utcnow() - timedelta(seconds=PENDING_GRACE_SECONDS)
     lost = [
         invite
@@ -130,7 +142,15 @@ async def reconcile(
     unanswered = await transitions.expire_unanswered(db, invite_ttl_seconds)
     await announcer.announce_all(unanswered)
     deliveries = await publish_due(db, redis, webhook_requeue_seconds)
-    sweep = Sweep(published, len(expired), len(lost), len(unanswered), deliveries, len(released))
+    sweep = Sweep(
+        published,
+        len(expired),
+        len(lost),
+        len(unanswered),
+        deliveries,
+        len(released),
+        len(reminders_expired),
+    )
     if sweep.any():
         log.info("reconciled", extra=vars(sweep))
     return sweep

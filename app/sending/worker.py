@@ -100,6 +100,7 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
         ctx["publisher"],
         ctx["announcer"],
         invite_ttl_seconds=ctx["settings"].invite_ttl_seconds,
+        sending_lease_seconds=ctx["settings"].sending_lease_seconds,
         webhook_requeue_seconds=lease_seconds(ctx["settings"]),
     )
     return vars(done)
@@ -115,7 +116,7 @@ async def purge_ended(ctx: dict[str, Any]) -> dict[str, int]:
 async def remind(ctx: dict[str, Any]) -> int:
     """The arq cron around one reminder pass (``app.sending.reminders``)."""
     return await send_due_reminders(
-        ctx["db"], ctx["mailer"], ctx["announcer"], ctx["settings"], ctx["pause"]
+        ctx["db"], ctx["mailer"], ctx["announcer"], ctx["redis"], ctx["settings"], ctx["pause"]
     )
 
 

@@ -19,7 +19,13 @@ from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
 from app.invites.records import Account, Change, Duplicate, Invite
 from app.invites.status import RESENDABLE, Status
-from app.invites.validation import InvalidInvite, check_occasion, check_send_at, parse_invite
+from app.invites.validation import (
+    InvalidInvite,
+    check_occasion,
+    check_send_at,
+    check_send_before_occasion,
+    parse_invite,
+)
 from app.logs import correlation_id
 from app.web.common import (
     client_network,
@@ -145,6 +151,8 @@ async def create(request: Request) -> Response:
         return error_response(request, 400, str(exc))
     send_at, send_at_error = send_at_of(request, data)
     occasion, errors = check_occasion(data, utcnow(), local=not _json_body(request))
+    if send_at_error is None and occasion is not None:
+        send_at_error = check_send_before_occasion(send_at, occasion.at)
     if send_at_error is not None:
         errors["enviar_em"] = send_at_error
     try:

@@ -160,6 +160,10 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
     label = LABELS[invite.status]
     if invite.status == Status.ENVIADO:
         return StatusText(label, *_with_reminder(invite, _SAID[invite.status](invite)))
+    if invite.status == Status.AGENDADO and invite.send_at is not None and invite.send_at <= now:
+        # Its moment has come and the worker's sweep is about to release it: "Sai nessa hora"
+        # about a moment already past would read as a mistake.
+        return StatusText(label, _SAID[invite.status](invite)[0], "Saindo agora.")
     if invite.status in _SAID:
         return StatusText(label, *_SAID[invite.status](invite))
     if invite.status == Status.ENVIANDO:
@@ -247,7 +251,7 @@ def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
 
 def reminder_announcement(invite: Invite) -> tuple[str, str]:
     """What is heard about a sent invite's reminder: asked for, then what became of it."""
-    who = invite.email
+    who = _person(invite)
     if invite.reminder_requested_at is not None:
         return f"Lembrete pedido para {who}.", "status"
     if invite.reminder_status == "enviado":
@@ -275,7 +279,7 @@ def can_remind(invite: Invite, now: datetime, min_gap_seconds: float) -> bool:
 _REMINDER_EVENTS = {
     "enviado": lambda e: f"Lembrete enviado às {local_hour(e.created_at)}",
     "falhou": lambda e: f"Lembrete não enviado: {e.error or 'motivo desconhecido.'}",
-    "incerto": lambda e: f"Lembrete talvez não enviado: {e.error or 'motivo desconhecido.'}",
+    "incerto": lambda e: f"Lembrete incerto: {e.error or 'motivo desconhecido.'}",
 }
 
 

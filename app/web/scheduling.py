@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.clock import utcnow
 from app.invites import transitions
 from app.invites.status import RESCHEDULABLE
+from app.invites.validation import check_send_before_occasion
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 @signed_in
 async def reschedule(request: Request) -> Response:
     """Only while ``agendado`` (409 with the state once it was released or cancelled); a moment
-    past or beyond ``SCHEDULE_MAX_DAYS`` is a 422 and changes nothing."""
+    past, beyond ``SCHEDULE_MAX_DAYS`` or not before the invite's occasion is a 422 and changes
+    nothing."""
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
@@ -32,7 +34,9 @@ async def reschedule(request: Request) -> Response:
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     send_at, problem = send_at_of(request, data)
-    if send_at is None:
+    if problem is None:
+        problem = check_send_before_occasion(send_at, invite.occasion_at)
+    if send_at is None or problem is not None:
         message = problem or "Informe a nova data e hora de envio."
         if wants_json(request):
             body = {"erro": "Confira os campos.", "campos": {"enviar_em": message}}

@@ -5,7 +5,8 @@ falhou | incerto → pendente (an operator's bulk retry)
 devolvido → pendente (the person corrected the address and asks again)
 
 Each re-send replaces the invite's live link in the same transaction: the old mail's link
-answers 410 "substituído", and the new attempt's mail carries a new one.
+answers 410 "substituído", and the new attempt's mail carries a new one; the old round's
+reminder is forgotten, so the new round gets its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def _resend_values(now: datetime) -> dict[str, Any]:
         "round_first_attempt": invites.c.attempt + 1,
         "next_attempt_at": now,
         "updated_at": now,
+        # A new round starts with no reminder: the old round's would read as this one's, and
+        # would keep this round from its own automatic reminder.
+        "reminder_status": None,
+        "reminded_at": None,
+        "reminder_requested_at": None,
     }
 
 

@@ -7,7 +7,9 @@ A reminder changes no status: the invite stays ``enviado``. Its own column says 
 enviado, unanswered, ``REMINDER_AFTER_SECONDS`` old or its occasion a day away (or Lembrar
 pressed), the occasion not past ─claim─▶ enviando
 enviando ─the mail server took it─▶ enviado;  ─refused─▶ falhou;  ─cut mid-message─▶ incerto
-A claim left ``enviando`` (the worker died) is never sent again on its own.
+enviando ─the hourly budget is spent─▶ as it was before the claim (a later pass claims it again)
+enviando ─claimed longer ago than the sending lease (the worker died)─▶ incerto (the sweep);
+never sent again on its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, and_, exists, insert, or_, select, update
+from sqlalchemy.engine import RowMapping
 
 from app.clock import utcnow
 from app.invites.links import live_token
@@ -39,14 +42,25 @@ class ReminderStatus(StrEnum):
     UNCERTAIN = "incerto"
 
 
+#: The columns a claim changes; a claim given back puts them back as it found them.
+_CLAIMED_COLUMNS = (
+    invites.c.reminder_status,
+    invites.c.reminded_at,
+    invites.c.reminder_requested_at,
+)
+
+
 @dataclass(frozen=True)
 class Reminder:
     """A claimed reminder: the invite as the claim left it, its live link (``None``: SECRET_KEY
-    changed since it was issued, so it cannot be rebuilt) and when that link ends."""
+    changed since it was issued, so it cannot be rebuilt), when the invitation ends (its link's
+    expiry, or a dated occasion's moment when that comes first), and the reminder's columns as
+    the claim found them (for ``give_back``)."""
 
     invite: Invite
     token: str | None
     expires_at: datetime
+    before: RowMapping
 
 
 def _live_link(now: datetime, ttl_seconds: float) -> Any:
@@ -89,12 +103,25 @@ def _claim_due(
 ) -> list[Reminder]:
     now = utcnow()
     where = claimable(now, after_seconds, ttl_seconds)
-    candidates = select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
+    # Locked (PostgreSQL; SQLite's writer holds the whole database) so that the columns read
+    # here are still the row's when the UPDATE below claims it: a claim given back restores them.
+    candidates = {
+        row["id"]: row
+        for row in conn.execute(
+            select(invites.c.id, *_CLAIMED_COLUMNS)
+            .where(*where)
+            .order_by(invites.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).mappings()
+    }
+    if not candidates:
+        return []
     # Conditional on the same terms, which the claim itself makes false: of two workers (or a
     # cron run twice) that pick the same row, one UPDATE wins it.
     rows = conn.execute(
         update(invites)
-        .where(invites.c.id.in_(candidates), *where)
+        .where(invites.c.id.in_(list(candidates)), *where)
         .values(
             reminder_status=ReminderStatus.SENDING.value,
             reminded_at=now,
@@ -108,7 +135,11 @@ def _claim_due(
         link = live_token(conn, invite.id, key)
         assert link is not None, "the claim checked the live link in this transaction"
         token, issued_at = link
-        claimed.append(Reminder(invite, token, issued_at + timedelta(seconds=ttl_seconds)))
+        ends = issued_at + timedelta(seconds=ttl_seconds)
+        if invite.occasion_at is not None:
+            # A dated occasion's unanswered invites expire at it (``expire_unanswered``).
+            ends = min(ends, invite.occasion_at)
+        claimed.append(Reminder(invite, token, ends, candidates[invite.id]))
     return claimed
 
 
@@ -167,20 +198,27 @@ def _finish(
     if row is None:
         return None
     now_invite = record_from(Invite, row)
+    return Change(now_invite, _reminder_event(conn, now_invite, outcome, error))
+
+
+def _reminder_event(
+    conn: Connection, invite: Invite, outcome: ReminderStatus, error: str | None
+) -> int:
+    """The reminder's outcome as an event of the invite (its status unchanged); its id."""
     event_id = conn.execute(
         insert(invite_events)
         .values(
             invite_id=invite.id,
             sender_id=invite.sender_id,
-            status=now_invite.status.value,
-            attempt=now_invite.attempt,
+            status=invite.status.value,
+            attempt=invite.attempt,
             error=error,
             created_at=utcnow(),
             reminder=outcome.value,
         )
         .returning(invite_events.c.id)
     ).scalar_one()
-    return Change(now_invite, int(event_id))
+    return int(event_id)
 
 
 async def finish(
@@ -190,3 +228,53 @@ async def finish(
     of the invite (its status unchanged); ``None`` if that claim is no longer the latest."""
     async with db.write() as conn:
         return await conn.run_sync(_finish, invite, outcome, error)
+
+
+def _give_back(conn: Connection, claimed: Reminder) -> bool:
+    row = conn.execute(
+        update(invites)
+        .where(
+            invites.c.id == claimed.invite.id,
+            invites.c.reminder_status == ReminderStatus.SENDING.value,
+            invites.c.reminded_at == claimed.invite.reminded_at,
+        )
+        .values({column.name: claimed.before[column.name] for column in _CLAIMED_COLUMNS})
+        .returning(invites.c.id)
+    ).first()
+    return row is not None
+
+
+async def give_back(db: Database, claimed: Reminder) -> bool:
+    """Undo a claim whose reminder did not leave and should go later (the hourly budget was
+    spent): the row is as the claim found it, so a later pass claims it again. No event: for
+    the history nothing happened. ``False`` if this claim is no longer the latest."""
+    async with db.write() as conn:
+        return await conn.run_sync(_give_back, claimed)
+
+
+def _expire_claims(conn: Connection, lease_seconds: float, reason: str) -> list[Change]:
+    now = utcnow()
+    rows = conn.execute(
+        update(invites)
+        .where(
+            invites.c.reminder_status == ReminderStatus.SENDING.value,
+            invites.c.reminded_at < now - timedelta(seconds=lease_seconds),
+        )
+        .values(reminder_status=ReminderStatus.UNCERTAIN.value)
+        .returning(*invites.c)
+    ).all()
+    changes = []
+    for row in rows:
+        invite = record_from(Invite, row)
+        changes.append(
+            Change(invite, _reminder_event(conn, invite, ReminderStatus.UNCERTAIN, reason))
+        )
+    return changes
+
+
+async def expire_claims(db: Database, lease_seconds: float, reason: str) -> list[Change]:
+    """Every reminder claimed longer ago than ``lease_seconds`` and still ``enviando`` (its
+    worker died mid-send) becomes ``incerto``, with ``reason`` in its history; never re-sent.
+    A verdict that commits first wins (``finish`` and this are conditional on ``enviando``)."""
+    async with db.write() as conn:
+        return await conn.run_sync(_expire_claims, lease_seconds, reason)
