@@ -130,3 +130,51 @@ async def test_the_batch_stream_sends_its_rows_and_bounded_summaries_ending_with
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(moments))
     assert rows and not any("fora@exemplo.com" in row for row in rows)
     assert all('data-anuncio=""' in row for row in rows)
+
+
+async def test_a_finished_batchs_reminders_come_as_a_few_bounded_summaries(
+    quick_web: tuple[str, Settings], smtp: ScriptedSmtp, clock: MovableClock
+) -> None:
+    url, settings = quick_web
+    size = 6
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        await sign_in(http, smtp, "marta@exemplo.com", lambda: drain(settings))
+        sent = await http.post(
+            "/lotes",
+            json={"enderecos": "\n".join(f"r{n}@exemplo.com" for n in range(size))},
+            headers=await api_headers(http),
+        )
+        location = sent.headers["location"]
+        await drain(settings)
+        page = (await http.get(location)).text
+        cursor = re.search(r"depois=(\d+)", page).group(1)  # type: ignore[union-attr]
+        summaries: list[tuple[float, str]] = []
+        began = time.monotonic()
+        opened = asyncio.Event()
+        everything = f"{size} lembretes enviados"
+
+        async def listen() -> None:
+            async with http.stream("GET", f"{location}/eventos?depois={cursor}") as response:
+                opened.set()
+                async for event in read_events(response):
+                    if event.event == "lote":
+                        summaries.append((time.monotonic() - began, event.data))
+                        if everything in event.data:
+                            return
+
+        listener = asyncio.create_task(listen())
+        await asyncio.wait_for(opened.wait(), 15)
+        smtp.slow(0.3)  # the reminders leave one by one, over several periods
+        clock.advance(settings.reminder_after_seconds + 1)
+        try:
+            await drain(settings)
+        finally:
+            smtp.slow(0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(listener, 15)
+
+    assert summaries and everything in summaries[-1][1]
+    # The first news of a finished batch is said at once; the rest waits for the throttle.
+    moments = [at for at, _ in summaries]
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(moments)), moments
+    assert len(summaries) < size

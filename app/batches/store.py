@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, or_, select
 
 from app.clock import utcnow
 from app.invites import queries
@@ -153,6 +153,50 @@ async def status_counts(db: Database, batch_id: int) -> dict[Status, int]:
             )
         ).all()
     return {Status(status): int(count) for status, count in rows}
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a batch's page summarises: its invites per status, their reminders per state
+    (``pedido`` for one asked for and not yet claimed), and when its earliest scheduled
+    invite goes."""
+
+    counts: dict[Status, int]
+    reminders: dict[str, int]
+    send_at: datetime | None
+
+
+async def tally(db: Database, batch_id: int) -> Tally:
+    """The batch's ``Tally`` (grouped reads, however many rows)."""
+    counts = await status_counts(db, batch_id)
+    asked = invites.c.reminder_requested_at.is_not(None)
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(invites.c.reminder_status, asked, func.count())
+                .where(
+                    invites.c.batch_id == batch_id,
+                    or_(invites.c.reminder_status.is_not(None), asked),
+                )
+                .group_by(invites.c.reminder_status, asked)
+            )
+        ).all()
+        send_at = None
+        if counts.get(Status.AGENDADO):
+            send_at = (
+                await conn.execute(
+                    select(func.min(invites.c.send_at)).where(
+                        invites.c.batch_id == batch_id,
+                        invites.c.status == Status.AGENDADO.value,
+                    )
+                )
+            ).scalar_one()
+    reminders: dict[str, int] = {}
+    for state, was_asked, count in rows:
+        # Asked again after an earlier reminder: "pedido" is what is happening now.
+        key = "pedido" if was_asked else str(state)
+        reminders[key] = reminders.get(key, 0) + int(count)
+    return Tally(counts, reminders, send_at)
 
 
 #: "Meus lotes" shows this many, newest first.

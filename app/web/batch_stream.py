@@ -31,6 +31,7 @@ class BatchStream(Stream):
         self.batch = batch
         self.throttle = progress.Throttle(self.settings.batch_announce_seconds)
         self.dirty = False  # rows changed since the last summary sent
+        self.said_end = False  # this stream already sent the finished batch's summary
 
     async def snapshot(self) -> list[ServerSentEvent]:
         newest = await queries.last_event_id(self.db, self.sender)
@@ -60,10 +61,15 @@ class BatchStream(Stream):
         """The batch's summary, when rows changed and it may speak (or the batch is done)."""
         if not self.dirty:
             return None
-        counts = await store.status_counts(self.db, self.batch.id)
-        summary = progress.summarize(self.batch.size, counts)
-        if not (summary.finished or self.throttle.ready()):
+        tally = await store.tally(self.db, self.batch.id)
+        summary = progress.summarize(self.batch.size, tally.counts, tally.reminders, tally.send_at)
+        # The end of the sending is said at once; anything after it (reminders, which the
+        # sweep sends one by one for days) waits like progress does, so a batch's reminders
+        # are a few summaries, never one per row.
+        ending = summary.finished and not self.said_end
+        if not (ending or self.throttle.ready()):
             return None
+        self.said_end = summary.finished
         self.dirty = False
         self.throttle.spoke()
         template = self.templates.get_template("_lote_resumo.html")

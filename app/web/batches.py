@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 from starlette.datastructures import URL, UploadFile
@@ -18,10 +19,10 @@ from app.batches import progress, store
 from app.batches.isolation import Source, read_rows
 from app.batches.parse import Bounds, OverBound, Row, TooManyRows, UnreadableBatch
 from app.batches.review import Review, review
-from app.clock import utcnow
-from app.invites.records import NewInvite
+from app.clock import local_moment, utcnow
+from app.invites.records import NewInvite, Occasion
 from app.invites.status import Status
-from app.invites.validation import check_message
+from app.invites.validation import check_message, check_occasion
 from app.logs import correlation_id
 from app.web.common import (
     db_of,
@@ -32,8 +33,9 @@ from app.web.common import (
     too_many_requests,
     wants_json,
 )
-from app.web.forms import BadBody, wait_text
+from app.web.forms import BadBody, typed_values, wait_text
 from app.web.identity import signed_in
+from app.web.invites import send_at_of
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +52,41 @@ async def new(request: Request) -> Response:
     return render(request, "lotes_novo.html", _form_context(request))
 
 
+#: The fields every invite of a batch shares besides the Mensagem: "Enviar em" and the
+#: occasion, named as on the single form (the same checks, the same words).
+SHARED_FIELDS = ("enviar_em", "ocasiao", "ocasiao_em", "ocasiao_local")
+
+
 @signed_in
 async def reopen(request: Request) -> Response:
-    """POST /lotes/novo: **Corrigir a lista** from the review, the form again with the list and
-    the Mensagem as they were sent (nothing typed is lost)."""
+    """POST /lotes/novo: **Corrigir a lista** from the review, the form again with the list,
+    the Mensagem, "Enviar em" and the occasion as they were sent (nothing typed is lost)."""
     async with request.form() as form:
-        text, message = form.get("enderecos"), form.get("mensagem")
-    typed = _form_context(
+        data = {key: form.get(key) for key in ("enderecos", "mensagem", *SHARED_FIELDS)}
+    typed = typed_values(data, "enderecos", "mensagem", *SHARED_FIELDS)
+    context = _form_context(
         request,
-        text=text if isinstance(text, str) else "",
-        message=message if isinstance(message, str) else "",
+        text=typed["enderecos"],
+        message=typed["mensagem"],
+        values={key: typed[key] for key in SHARED_FIELDS},
     )
-    return render(request, "lotes_novo.html", typed)
+    return render(request, "lotes_novo.html", context)
 
 
 def _form_context(
-    request: Request, error: str | None = None, text: str = "", message: str = ""
+    request: Request,
+    error: str | None = None,
+    text: str = "",
+    message: str = "",
+    values: dict[str, str] | None = None,
+    errors: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "error": error,
         "text": text,
         "message": message,
+        "values": values or {},
+        "errors": errors or {},
         "max_rows": settings_of(request).batch_max_rows,
     }
 
@@ -78,25 +94,51 @@ def _form_context(
 def _refused_form(
     request: Request,
     status_code: int,
-    error: str,
+    error: str | None,
     text: str = "",
     message: object = "",
     headers: dict[str, str] | None = None,
+    *,
+    shared: dict[str, object] | None = None,
+    errors: dict[str, str] | None = None,
 ) -> Response:
+    """The form again with what was typed; ``error`` is about the list, ``errors`` about the
+    shared fields (``SHARED_FIELDS``), each shown at its field."""
     if wants_json(request):
-        return JSONResponse({"erro": error}, status_code=status_code, headers=headers)
+        body: dict[str, Any] = {"erro": error or "Confira os campos."}
+        if errors:
+            body["campos"] = errors
+        return JSONResponse(body, status_code=status_code, headers=headers)
     typed = message if isinstance(message, str) else ""
-    context = _form_context(request, error, text, typed)
+    values = typed_values(shared or {}, *SHARED_FIELDS)
+    context = _form_context(request, error, text, typed, values, errors)
     return render(request, "lotes_novo.html", context, status_code=status_code, headers=headers)
 
 
 class Given:
-    """What the person sent: the rows, the pasted text and the **Mensagem** (as typed)."""
+    """What the person sent: the rows, the pasted text, the **Mensagem**, "Enviar em" and the
+    occasion (checked, and as typed)."""
 
-    def __init__(self, rows: list[Row], text: str, message: object) -> None:
+    def __init__(
+        self,
+        request: Request,
+        rows: list[Row],
+        text: str,
+        message: object,
+        shared: dict[str, object],
+    ) -> None:
         self.rows, self.text = rows, text
         self.raw_message = message if isinstance(message, str) else ""
         self.message, self.message_error = check_message(message)
+        self.shared = shared
+        self.typed = typed_values(shared, *SHARED_FIELDS)
+        # The single form's own checks: one parser for "Enviar em" and one for the occasion.
+        self.send_at: datetime | None
+        self.send_at, send_at_error = send_at_of(request, shared)
+        self.occasion: Occasion | None
+        self.occasion, self.errors = check_occasion(shared, utcnow(), local=not _is_json(request))
+        if send_at_error is not None:
+            self.errors["enviar_em"] = send_at_error
 
     def as_typed(self) -> str:
         """The list to correct: the pasted text as it was, or a file's rows as lines one could
@@ -110,15 +152,22 @@ class Given:
 
 class Sent:
     """The request as sent, before any list is read: a ``Source`` to read (pasted text or a
-    file) or the reviewed rows handed back (``linhas``), the pasted text and the Mensagem."""
+    file) or the reviewed rows handed back (``linhas``), the pasted text, the Mensagem and the
+    shared fields as sent (``SHARED_FIELDS``)."""
 
-    def __init__(self, list_: Source | str, text: str, message: object) -> None:
-        self.list, self.text, self.message = list_, text, message
+    def __init__(
+        self, list_: Source | str, text: str, message: object, shared: dict[str, object]
+    ) -> None:
+        self.list, self.text, self.message, self.shared = list_, text, message, shared
+
+
+def _is_json(request: Request) -> bool:
+    return request.headers.get("content-type", "").startswith("application/json")
 
 
 async def _sent(request: Request) -> Sent:
     """Takes the body apart; the list itself is read later, off the event loop."""
-    if request.headers.get("content-type", "").startswith("application/json"):
+    if _is_json(request):
         try:
             data = json.loads(await request.body())
         except (ValueError, RecursionError):
@@ -126,18 +175,21 @@ async def _sent(request: Request) -> Sent:
         text = data.get("enderecos") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise BadBody('Envie um objeto JSON com "enderecos", um texto.')
-        return Sent(Source(text=text), text, data.get("mensagem"))
+        shared = {key: data.get(key) for key in SHARED_FIELDS}
+        return Sent(Source(text=text), text, data.get("mensagem"), shared)
     async with request.form(max_part_size=settings_of(request).batch_max_bytes) as form:
         text = form.get("enderecos")
         text = text if isinstance(text, str) else ""
         message = form.get("mensagem")
+        shared = {key: form.get(key) for key in SHARED_FIELDS}
         upload = form.get("planilha")
         if isinstance(upload, UploadFile) and upload.filename:
-            return Sent(Source(filename=upload.filename, data=await upload.read()), text, message)
+            source = Source(filename=upload.filename, data=await upload.read())
+            return Sent(source, text, message, shared)
         kept = form.get("linhas")
         if isinstance(kept, str) and kept:
-            return Sent(kept, text, message)
-    return Sent(Source(text=text), text, message)
+            return Sent(kept, text, message, shared)
+    return Sent(Source(text=text), text, message, shared)
 
 
 async def _rows_of(request: Request, sent: Sent) -> list[Row]:
@@ -184,20 +236,35 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
         wait = wait_text(refusal.retry_after)
         headers = {"Retry-After": str(refusal.retry_after)}
         message = REVIEWS_TOO_FAST.format(wait=wait)
-        return _refused_form(request, 429, message, sent.text, sent.message, headers)
+        return _refused_form(
+            request, 429, message, sent.text, sent.message, headers, shared=sent.shared
+        )
     try:
         rows = await _rows_of(request, sent)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     except UnreadableBatch as exc:
-        return _refused_form(request, 422, str(exc), sent.text, sent.message)
+        return _refused_form(request, 422, str(exc), sent.text, sent.message, shared=sent.shared)
     except OverBound as exc:
-        return _refused_form(request, exc.status, str(exc), sent.text, sent.message)
-    given = Given(rows, sent.text, sent.message)
+        return _refused_form(
+            request, exc.status, str(exc), sent.text, sent.message, shared=sent.shared
+        )
+    given = Given(request, rows, sent.text, sent.message, sent.shared)
+    refused = None
     if given.message_error:
-        return _refused_form(request, 422, given.message_error, given.text, given.raw_message)
-    if not given.rows:
-        return _refused_form(request, 422, NOTHING_GIVEN, given.text, given.raw_message)
+        refused = given.message_error
+    elif not given.rows:
+        refused = NOTHING_GIVEN
+    if refused or given.errors:
+        return _refused_form(
+            request,
+            422,
+            refused,
+            given.text,
+            given.raw_message,
+            shared=given.shared,
+            errors=given.errors,
+        )
     found = await review(db_of(request), sender_id(request), given.rows)
     return found, given
 
@@ -247,6 +314,9 @@ async def _review_page(
         "message": given.message,
         "typed": given.as_typed(),
         "typed_message": given.raw_message,
+        "typed_shared": given.typed,
+        "send_at": local_moment(given.send_at) if given.send_at else None,
+        "occasion": given.occasion,
     }
     return render(request, "lotes_revisar.html", context, status_code=status_code)
 
@@ -312,6 +382,8 @@ async def send(request: Request) -> Response:
             sender_name=account.name,
             sender_email=account.email,
             message=given.message,
+            send_at=given.send_at,
+            occasion=given.occasion,
         )
         for item in found.ok_rows
         if item.email is not None
@@ -320,14 +392,23 @@ async def send(request: Request) -> Response:
     if isinstance(written, store.Conflict):
         again = await _rereview(request, found)
         return await _review_page(request, again, given, 409, CHANGED)
-    log.info("batch accepted", extra={"batch": written.batch.public_id, "size": len(requests)})
+    log.info(
+        "batch accepted",
+        extra={
+            "batch": written.batch.public_id,
+            "size": len(requests),
+            "scheduled": given.send_at is not None,
+        },
+    )
     await request.state.publisher.publish_or_leave(written.changes)
     # One wake-up rings the sender's pages; each re-reads every new event from the database.
     await request.state.announcer.announce(written.changes[-1] if written.changes else None)
     location = str(URL(f"/lotes/{written.batch.public_id}"))
     if wants_json(request):
         body = {"id": written.batch.public_id, "tamanho": len(requests), "url": location}
-        body["mensagem"] = progress.received_text(len(requests))
+        body["mensagem"] = progress.received_text(len(requests), given.send_at)
+        if given.send_at is not None:
+            body["enviar_em"] = given.send_at.isoformat()
         return JSONResponse(body, status_code=202, headers={"Location": location})
     return RedirectResponse(f"{location}?novo=1", status_code=303)
 
@@ -377,7 +458,8 @@ async def show(request: Request) -> Response:
         return error_response(request, 404, "Lote não encontrado.")
     status = status_filter(request)
     rows = await store.batch_rows(db, batch, status)
-    summary = progress.summarize(batch.size, await store.status_counts(db, batch.id))
+    tally = await store.tally(db, batch.id)
+    summary = progress.summarize(batch.size, tally.counts, tally.reminders, tally.send_at)
     if wants_json(request):
         return JSONResponse(
             {
@@ -386,6 +468,8 @@ async def show(request: Request) -> Response:
                 "contagem": {s.value: n for s, n in summary.counts},
                 "terminado": summary.finished,
                 "resumo": summary.spoken,
+                "enviar_em": tally.send_at.isoformat() if tally.send_at else None,
+                "lembretes": summary.reminders,
             }
         )
     context = {
@@ -394,7 +478,7 @@ async def show(request: Request) -> Response:
         "rows": rows,
         "status": status,
         "fresh": request.query_params.get("novo") == "1",
-        "received": progress.received_text(batch.size),
+        "received": progress.received_text(batch.size, tally.send_at),
         "paused": await request.state.paused.now(),
         "now": utcnow(),
         "settings": settings_of(request),
