@@ -30,7 +30,7 @@ from tests.services import ScriptedSmtp
 from tests.webhook_receiver import STALL, Receiver, webhook_receiver
 
 SPEC = json.loads((ROOT / "app" / "api" / "openapi.json").read_text())
-LOCAL = {"webhook_allow_private": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
+LOCAL = {"webhook_allow_private_networks": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
 
 
 @pytest.fixture
@@ -250,7 +250,7 @@ async def test_the_sweep_publishes_a_due_delivery_once_even_when_two_sweeps_run(
 async def test_private_and_plain_http_urls_are_refused_at_registration(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:
-    guarded = replace(settings, webhook_allow_private=False)
+    guarded = replace(settings, webhook_allow_private_networks=False)
     async with app_client(guarded, smtp, "hana@exemplo.com") as client:
         await refuse_private_and_plain_http(client)
 
@@ -277,7 +277,7 @@ async def test_a_url_that_turned_private_is_refused_at_delivery(
     key, _ = await register(client, receiver)  # registered while private addresses were allowed
     await client.post("/api/v1/convites", json={"email": "gil@exemplo.com"}, headers=bearer(key))
     [row] = await deliveries(db)
-    guarded = local(settings, webhook_allow_private=False)
+    guarded = local(settings, webhook_allow_private_networks=False)
     assert await deliver.deliver(db, row.public_id, guarded) == "pendente"
     [row] = await deliveries(db)
     assert row.snippet == addresses.NOT_HTTPS and receiver.received == []
@@ -317,7 +317,7 @@ async def test_webhooks_are_listed_and_deleted_only_by_their_account(
 async def test_the_page_creates_a_webhook_and_shows_its_secret_once(
     settings: Settings, smtp: ScriptedSmtp, receiver: Receiver
 ) -> None:
-    guarded = replace(settings, webhook_allow_private=False)
+    guarded = replace(settings, webhook_allow_private_networks=False)
     async with app_client(guarded, smtp, "ines@exemplo.com") as client:
         await the_page(client)
     async with app_client(settings, smtp, "ines@exemplo.com") as client:
@@ -349,9 +349,9 @@ def test_private_receivers_cannot_be_allowed_in_production() -> None:
         "SECRET_KEY": "k" * 40,
         "PUBLIC_URL": "https://convites.exemplo.com",
     }
-    assert load_settings(production).webhook_allow_private is False
-    with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE"):
-        load_settings({**production, "WEBHOOK_ALLOW_PRIVATE": "true"})
+    assert load_settings(production).webhook_allow_private_networks is False
+    with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE_NETWORKS"):
+        load_settings({**production, "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"})
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,7 @@ async def create(request: Request) -> Response:
     given = raw if isinstance(raw, str) else ""
     try:
         target = await addresses.resolve(
-            given, allow_private=settings_of(request).webhook_allow_private
+            given, allow_private=settings_of(request).webhook_allow_private_networks
         )
     except addresses.Refused as exc:
         if wants_json(request):

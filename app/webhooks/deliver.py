@@ -340,7 +340,9 @@ async def deliver(db: Database, public_id: str, settings: Settings) -> str:
         return "not claimed"
     body = await frozen_body(db, claimed, settings.slow_after_seconds)
     try:
-        target = await addresses.resolve(claimed.url, allow_private=settings.webhook_allow_private)
+        target = await addresses.resolve(
+            claimed.url, allow_private=settings.webhook_allow_private_networks
+        )
     except addresses.Refused as exc:
         outcome = Outcome(False, None, str(exc))
     else:
