@@ -316,7 +316,7 @@ class Settings:
     webhook_timeout_seconds: float = setting("WEBHOOK_TIMEOUT_SECONDS", "10", _positive_float)
     # Lifts the https-only rule and the private-address guard (app/webhooks/addresses.py):
     # development and tests only (refused with APP_ENV=production).
-    webhook_allow_private: bool = setting("WEBHOOK_ALLOW_PRIVATE", "false", _bool)
+    webhook_allow_private_networks: bool = setting("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "false", _bool)
 
     @property
     def is_dev(self) -> bool:
@@ -365,9 +365,11 @@ def _read(env: Mapping[str, str]) -> Settings:
             f"MAILBOX_DIR (the /caixa dev mailbox) needs APP_ENV=development, not {app_env}"
         )
     values["mailbox_dir"] = Path(mailbox) if mailbox else None
-    if values["webhook_allow_private"] and app_env == "production":
+    if values["webhook_allow_private_networks"] and app_env == "production":
         # A receiver on the server's own network is how a webhook reaches what it must not.
-        raise ConfigError("WEBHOOK_ALLOW_PRIVATE=true is for development and tests, not production")
+        raise ConfigError(
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true is for development and tests, not production"
+        )
     values["secret_key"] = _secret_key(env, app_env)
     return_path = f"devolucoes@{mail_domain(values['mail_from'])}"
     values["return_path"] = _parse(env, "RETURN_PATH", return_path, _return_path)

@@ -1,7 +1,9 @@
 """/conta/webhooks in Chromium: create a webhook (its secret shown once, read first), watch an
 invite's changes fail at a real receiver, **Reenviar** one and see it delivered; axe-clean on
 every page, read in order, and no live region says anything (every change here is a whole new
-page, read in order)."""
+page, read in order). A webhook disabled after ``WEBHOOK_MAX_FAILURES`` failures in a row: its
+notice is spoken once, in the status region, the first time the page shows it (a reload is
+silent), and its owner gets one mail."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from e2e.spoken import read_through, spoken
+from app.web.webhooks import DISABLED
+from e2e.spoken import polite, read_through, spoken, wait_for_spoken
+from tests.services import ScriptedSmtp
 from tests.waiting import until
 from tests.webhook_receiver import webhook_receiver_thread
 
@@ -137,6 +141,51 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
             if d.body["type"] == "convite.enviado"
         }
         assert len(ids) == 1  # every attempt and the resend: one webhook-id
+
+
+def test_a_disabled_webhook_is_announced_once_and_its_owner_mailed_once(
+    page: Page, smtp_server: ScriptedSmtp
+) -> None:
+    with webhook_receiver_thread() as receiver:
+        receiver.script = [500] * 100  # every attempt fails
+        page.goto("/conta/webhooks")
+        page.get_by_label("Endereço (URL) que recebe os eventos").fill(receiver.url)
+        page.get_by_role("button", name="Criar webhook").click()
+        expect(page.locator("#segredo")).to_have_text(re.compile(r"^whsec_"))
+        # Two invites: three changes each, so the fifth failed delivery in a row disables it.
+        for email in ("desativa1@exemplo.com", "desativa2@exemplo.com"):
+            page.goto("/")
+            page.get_by_label("E-mail").fill(email)
+            page.get_by_role("button", name="Enviar convite").click()
+            expect(page.locator("main")).to_contain_text(email)
+
+        # Watched without a browser page: showing it is what the test is about.
+        def disabled() -> bool:
+            return 'id="webhook-desativado"' in page.request.get("/conta/webhooks").text()
+
+        until(disabled, timeout=60, what="the webhook disabled")
+        page.goto("/conta/webhooks")
+        assert wait_for_spoken(page, polite(DISABLED)) == [polite(DISABLED)]
+        assert Axe().run(page).violations_count == 0
+        assert read_through(page, "#webhook-desativado") == ["paragraph", DISABLED]
+
+        page.reload()
+        expect(page.locator("#webhook-desativado")).to_have_text(DISABLED)  # still shown
+        assert page.evaluate(
+            "() => Object.keys(localStorage).some(k => k.includes('webhooks-desativados:'))"
+        )
+        assert spoken(page) == []  # and not said again
+
+        def told() -> list[str]:
+            return [
+                m.message["Subject"]
+                for m in smtp_server.received
+                if m.message["Subject"] == "Um webhook seu foi desativado"
+            ]
+
+        assert until(told, timeout=30, what="the mail about the disabled webhook") == [
+            "Um webhook seu foi desativado"
+        ]
 
 
 KINDS = ("convite.enviado", "convite.enviando", "convite.pendente")

@@ -494,7 +494,17 @@
     say("alert", text || byId("alerta").dataset.semConexao);
   });
 
+  // A notice about one occasion (webhooks disabled at given moments): the page shows it on
+  // every load, the status region speaks it the first time this browser shows that occasion.
+  function announceOnce(element) {
+    var key = element.dataset.anuncioUmaVez;
+    if (stored(key)) return;
+    remember(key, { at: Date.now() });
+    say("status", element.dataset.anuncio);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-anuncio-uma-vez]").forEach(announceOnce);
     document.querySelectorAll("li.convite").forEach(watchSlow);
     loadBatchPage();
     // GOV.UK's error summary takes focus, so the person hears what to fix first.

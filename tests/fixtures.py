@@ -191,7 +191,7 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
         "STATUS_SNAPSHOT_SECONDS": "0",
         # Test receivers listen on 127.0.0.1 over http (tests/webhook_receiver.py); the guard's
         # own tests turn this off (tests/test_webhooks.py).
-        "WEBHOOK_ALLOW_PRIVATE": "true",
+        "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
     }
     env.update({key: str(value) for key, value in overrides.items()})
     return load_settings(env)
@@ -334,7 +334,7 @@ def process_env(settings: Settings, **extra: str) -> dict[str, str]:
             "BATCH_MAX_ROWS": str(settings.batch_max_rows),
             "BATCH_REVIEWS_PER_MINUTE": str(settings.batch_reviews_per_minute),
             "BATCH_ANNOUNCE_SECONDS": str(settings.batch_announce_seconds),
-            "WEBHOOK_ALLOW_PRIVATE": str(settings.webhook_allow_private).lower(),
+            "WEBHOOK_ALLOW_PRIVATE_NETWORKS": str(settings.webhook_allow_private_networks).lower(),
             "WEBHOOK_RETRY_BACKOFF_SECONDS": ",".join(
                 str(s) for s in settings.webhook_retry_backoff_seconds
             ),

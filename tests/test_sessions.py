@@ -55,7 +55,7 @@ def test_the_web_process_exits_naming_secret_key_in_production_without_one(
 ) -> None:
     env = process_env(settings, APP_ENV="production", CONVITES_VAR_DIR=str(tmp_path / "var"))
     del env["SECRET_KEY"]
-    env.pop("WEBHOOK_ALLOW_PRIVATE", None)  # a setting for tests, refused in production
+    env.pop("WEBHOOK_ALLOW_PRIVATE_NETWORKS", None)  # a setting for tests, refused in production
     result = subprocess.run(
         [sys.executable, "-m", "uvicorn", "app.main:app", "--port", str(free_port())],
         env=env,

@@ -18,19 +18,20 @@ from openapi_schema_validator import OAS31Validator
 from sqlalchemy import select, update
 
 from app.config import ConfigError, Settings, load_settings
+from app.invites.records import WEBHOOK_MAIL
 from app.storage.database import Database
-from app.storage.tables import webhook_deliveries, webhooks
+from app.storage.tables import invites, webhook_deliveries, webhooks
 from app.web import webhooks as webhook_pages
 from app.webhooks import addresses, deliver
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
-from tests.fixtures import ROOT, MovableClock, app_client, drain
+from tests.fixtures import ROOT, SENDER, MovableClock, app_client, drain
 from tests.helpers import JSON, page_token
 from tests.services import ScriptedSmtp
 from tests.webhook_receiver import STALL, Receiver, webhook_receiver
 
 SPEC = json.loads((ROOT / "app" / "api" / "openapi.json").read_text())
-LOCAL = {"webhook_allow_private": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
+LOCAL = {"webhook_allow_private_networks": True, "webhook_retry_backoff_seconds": (5.0, 30.0)}
 
 
 @pytest.fixture
@@ -181,30 +182,49 @@ async def test_after_max_failed_deliveries_the_webhook_is_disabled_and_the_accou
     client: httpx.AsyncClient,
     receiver: Receiver,
     clock: MovableClock,
+    smtp: ScriptedSmtp,
 ) -> None:
     settings = local(settings, webhook_retry_backoff_seconds=(5.0,), webhook_max_failures=2)
     key, _ = await register(client, receiver)
-    for email in ("d1@exemplo.com", "d2@exemplo.com"):
+    for email in ("d1@exemplo.com", "d2@exemplo.com", "d3@exemplo.com"):
         await client.post("/api/v1/convites", json={"email": email}, headers=bearer(key))
-    receiver.script = [500] * 4
-    first, second = await deliveries(db)
-    for _ in range(2):  # two attempts each (one retry): both end falhou
-        for row in (first, second):
-            await deliver.deliver(db, row.public_id, settings)
-        clock.advance(5)
-    assert [row.state for row in await deliveries(db)] == ["falhou", "falhou"]
+    receiver.script = [500] * 5
+    first, second, third = await deliveries(db)
+    for row in (first, second, third):  # first attempts: each waits for its retry
+        await deliver.deliver(db, row.public_id, settings)
+    clock.advance(5)
+    assert await deliver.deliver(db, first.public_id, settings) == "falhou"
+    # The third's last attempt is under way (claimed) while the second's disables the webhook.
+    late = await deliver.claim(db, third.public_id, deliver.lease_seconds(settings))
+    assert late is not None
+    assert await deliver.deliver(db, second.public_id, settings) == "falhou"
     async with db.read() as conn:
         hook = (await conn.execute(select(webhooks))).one()
     assert hook.failures == 2 and hook.disabled_at is not None
+    failed = deliver.Outcome(False, 500, "falhou aqui")
+    assert await deliver.record(db, late, failed, settings) == deliver.Recorded("falhou")
+    assert [row.state for row in await deliveries(db)] == ["falhou"] * 3
+
+    # Its owner is mailed once per disabling: the late failure of an already disabled webhook
+    # writes no second mail (the mail is a row the workers send, like a sign-in link).
+    assert len(await notices(db)) == 1
+    clock.advance(5)  # the outbox relay's grace: nothing published the mail's job here
+    await drain(settings)
+    await drain(settings)
+    [mail] = [m for m in smtp.received if SENDER in m.rcpt_tos]
+    assert mail.message["Subject"] == "Um webhook seu foi desativado"
+    assert "desativado depois de 2 entregas seguidas com falha" in mail.text
+    assert receiver.url.replace("://", "[:]//") in mail.text
+    assert f"{settings.public_url}/conta/webhooks" in mail.text
 
     # Disabled: a new change writes no delivery, and nothing pending is claimed.
-    await client.post("/api/v1/convites", json={"email": "d3@exemplo.com"}, headers=bearer(key))
-    assert len(await deliveries(db)) == 2
+    await client.post("/api/v1/convites", json={"email": "d4@exemplo.com"}, headers=bearer(key))
+    assert len(await deliveries(db)) == 3
     listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
     assert listed[0]["ativo"] is False
     page = await client.get("/conta/webhooks")
     assert webhook_pages.DISABLED in page.text
-    assert "depois de 2 entregas seguidas com falha" in page.text
+    assert "depois de 3 entregas seguidas com falha" in page.text  # the late one counts too
     account = await client.get("/conta")
     assert "Um webhook seu foi desativado" in account.text
 
@@ -219,6 +239,14 @@ async def test_after_max_failed_deliveries_the_webhook_is_disabled_and_the_accou
     assert await deliver.deliver(db, first.public_id, settings) == "entregue"
     assert receiver.received[-1].headers["webhook-id"] == first.public_id
     assert "Um webhook seu foi desativado" not in (await client.get("/conta")).text
+    assert len(await notices(db)) == 1
+
+
+async def notices(db: Database) -> list[Any]:
+    """The mails that told an account a webhook of its was disabled."""
+    async with db.read() as conn:
+        query = select(invites).where(invites.c.kind == WEBHOOK_MAIL)
+        return list((await conn.execute(query)).all())
 
 
 async def test_two_workers_never_hold_one_delivery_at_once(
@@ -250,7 +278,7 @@ async def test_the_sweep_publishes_a_due_delivery_once_even_when_two_sweeps_run(
 async def test_private_and_plain_http_urls_are_refused_at_registration(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:
-    guarded = replace(settings, webhook_allow_private=False)
+    guarded = replace(settings, webhook_allow_private_networks=False)
     async with app_client(guarded, smtp, "hana@exemplo.com") as client:
         await refuse_private_and_plain_http(client)
 
@@ -277,7 +305,7 @@ async def test_a_url_that_turned_private_is_refused_at_delivery(
     key, _ = await register(client, receiver)  # registered while private addresses were allowed
     await client.post("/api/v1/convites", json={"email": "gil@exemplo.com"}, headers=bearer(key))
     [row] = await deliveries(db)
-    guarded = local(settings, webhook_allow_private=False)
+    guarded = local(settings, webhook_allow_private_networks=False)
     assert await deliver.deliver(db, row.public_id, guarded) == "pendente"
     [row] = await deliveries(db)
     assert row.snippet == addresses.NOT_HTTPS and receiver.received == []
@@ -317,7 +345,7 @@ async def test_webhooks_are_listed_and_deleted_only_by_their_account(
 async def test_the_page_creates_a_webhook_and_shows_its_secret_once(
     settings: Settings, smtp: ScriptedSmtp, receiver: Receiver
 ) -> None:
-    guarded = replace(settings, webhook_allow_private=False)
+    guarded = replace(settings, webhook_allow_private_networks=False)
     async with app_client(guarded, smtp, "ines@exemplo.com") as client:
         await the_page(client)
     async with app_client(settings, smtp, "ines@exemplo.com") as client:
@@ -349,9 +377,9 @@ def test_private_receivers_cannot_be_allowed_in_production() -> None:
         "SECRET_KEY": "k" * 40,
         "PUBLIC_URL": "https://convites.exemplo.com",
     }
-    assert load_settings(production).webhook_allow_private is False
-    with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE"):
-        load_settings({**production, "WEBHOOK_ALLOW_PRIVATE": "true"})
+    assert load_settings(production).webhook_allow_private_networks is False
+    with pytest.raises(ConfigError, match="WEBHOOK_ALLOW_PRIVATE_NETWORKS"):
+        load_settings({**production, "WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"})
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,7 @@ def run_dev(host: str, port: int) -> int:
         env["MAILBOX_DIR"] = str(var / "caixa")
         env.setdefault("PUBLIC_URL", f"http://{host}:{port}")
         # A webhook receiver on this machine (http://localhost:…) is the usual one in dev.
-        env.setdefault("WEBHOOK_ALLOW_PRIVATE", "true")
+        env.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
         settings = load_settings(env)
         upgrade(settings)
         python = sys.executable

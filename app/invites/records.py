@@ -67,12 +67,14 @@ class Invite:
     occasion_place: str | None = None  # where (optional)
 
 
-#: ``Invite.kind``: an invitation, a sign-in link mail, or the confirmation link of an erasure
-#: the invitee asked for (``app.consent.confirmation``); the mails go through the same
-#: pipeline and are never listed.
+#: ``Invite.kind``: an invitation, a sign-in link mail, the confirmation link of an erasure
+#: the invitee asked for (``app.consent.confirmation``), or the notice to an account that one of
+#: its webhooks was disabled (``app.webhooks.deliver``; ``message`` holds the webhook's URL);
+#: the mails go through the same pipeline and are never listed.
 INVITE = "convite"
 SIGNIN_MAIL = "acesso"
 ERASURE_MAIL = "apagar"
+WEBHOOK_MAIL = "webhook"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from app.config import Settings
 from app.consent.confirmation import LINK_TTL_SECONDS
 from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
 from app.invites.occasion import occasion_of, occasion_words
-from app.invites.records import ERASURE_MAIL, SIGNIN_MAIL, Invite
+from app.invites.records import ERASURE_MAIL, SIGNIN_MAIL, WEBHOOK_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
 
 
@@ -311,8 +311,32 @@ def erasure_confirmation(
     )
 
 
+def webhook_disabled(settings: Settings, invite: Invite) -> OutgoingMail:
+    """The notice that a webhook of the account was disabled after failed deliveries in a row
+    (``app.webhooks.deliver``); the URL is written so that no mail client makes a link of it."""
+    link = f"{settings.public_url}/conta/webhooks"
+    lines = (
+        "Um webhook da sua conta no Convites foi desativado depois de "
+        f"{settings.webhook_max_failures} entregas seguidas com falha:",
+        unlinkable(invite.message or ""),
+        "Nenhum evento será enviado para ele até você conferir o servidor que recebe os eventos "
+        "e usar Reenviar numa entrega com falha, na página dos seus webhooks:",
+    )
+    text = f"Olá!\n\n{lines[0]}\n{lines[1]}\n\n{lines[2]}\n{link}\n"
+    return compose(
+        settings,
+        invite,
+        "Um webhook seu foi desativado",
+        text,
+        _page("Olá!", lines[0], lines[1], lines[2], link=(link, "Ver meus webhooks")),
+    )
+
+
 def build_message(settings: Settings, invite: Invite, token: str | None = None) -> OutgoingMail:
-    """The mail this row asks for, with the link ``token`` the worker issued for this attempt."""
+    """The mail this row asks for, with the link ``token`` the worker issued for this attempt
+    (a webhook's notice carries none: it points at the signed-in page)."""
+    if invite.kind == WEBHOOK_MAIL:
+        return webhook_disabled(settings, invite)
     assert token is not None, "every mail carries the link the worker issued for it"
     if invite.kind == SIGNIN_MAIL:
         return signin_link(settings, invite, token, max(1, settings.signin_ttl_seconds // 60))

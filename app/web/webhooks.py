@@ -4,7 +4,9 @@ One handler per action serves both: the page (cookie session and CSRF token, lik
 ``/conta`` form) and the API (``app.web.api.api_endpoint``: bearer key, JSON). A new webhook's
 secret is in the creation's answer only. The page lists each webhook with its recent deliveries
 (state, the receiver's status code and a snippet, attempts, next try) and **Reenviar** on a
-failed one; a webhook disabled after ``WEBHOOK_MAX_FAILURES`` failed deliveries says so.
+failed one; a webhook disabled after ``WEBHOOK_MAX_FAILURES`` failed deliveries says so (spoken
+once, in the page's status region, the first time this browser shows that disabling; its owner
+is also mailed once, by ``app.webhooks.deliver``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ async def _page(
         "url": url,
         "notice": _notice(request),
         "disabled_notice": DISABLED if any(hook.disabled_at for hook in hooks) else None,
+        "disabled_key": _disabled_key(hooks),
     }
     response = render(request, "conta_webhooks.html", context, status_code=status_code)
     if created is not None:
@@ -64,6 +67,15 @@ async def _page(
         # it, and no cache.
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def _disabled_key(hooks: list[store.Webhook]) -> str:
+    """Names this set of disablings (which webhook, at which moment): the page speaks the notice
+    the first time a browser shows a given key (``static/app.js``), so a reload is silent and a
+    new disabling is heard again."""
+    return " ".join(
+        f"{hook.public_id}@{hook.disabled_at.isoformat()}" for hook in hooks if hook.disabled_at
+    )
 
 
 def webhook_json(hook: store.Webhook) -> dict[str, Any]:
@@ -97,7 +109,7 @@ async def create(request: Request) -> Response:
     given = raw if isinstance(raw, str) else ""
     try:
         target = await addresses.resolve(
-            given, allow_private=settings_of(request).webhook_allow_private
+            given, allow_private=settings_of(request).webhook_allow_private_networks
         )
     except addresses.Refused as exc:
         if wants_json(request):

@@ -1,11 +1,12 @@
 """Where a webhook may point: no server-side request forgery.
 
 A webhook makes the server send requests to a URL someone typed. Unless
-``WEBHOOK_ALLOW_PRIVATE`` (development and tests only), the URL must be https and every address
-its host resolves to must be a public one: not loopback, private, link-local (the cloud metadata
-service lives there), multicast, reserved or unspecified. The check runs at registration and
-again at every delivery, after DNS (a name can be pointed elsewhere later), and the delivery then
-connects to the very address that was checked (``Target``), so a second lookup cannot swap it.
+``WEBHOOK_ALLOW_PRIVATE_NETWORKS`` (development and tests only), the URL must be https and every
+address its host resolves to must be a public one: not loopback, private, link-local (the cloud
+metadata service lives there), multicast, reserved or unspecified. The check runs at registration
+and again at every delivery, after DNS (a name can be pointed elsewhere later), and the delivery
+then connects to the very address that was checked (``Target``), so a second lookup cannot swap
+it.
 """
 
 from __future__ import annotations

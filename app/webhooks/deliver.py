@@ -8,7 +8,8 @@ the body with ``standardwebhooks`` and POSTs it with a timeout, no redirects and
 reads back. A non-2xx, a timeout or a connection error is retried after
 ``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the same ``webhook-id`` and the same body (frozen at the
 first attempt) every time; once the steps run out the row is ``falhou``, and after
-``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled. Nothing here can
+``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled and its owner mailed
+once (a ``WEBHOOK_MAIL`` row, sent by the workers like a sign-in link). Nothing here can
 hold up or undo an invite's transition: it only ever reads what they committed.
 """
 
@@ -25,16 +26,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from arq.connections import ArqRedis
-from sqlalchemy import case, select, update
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from standardwebhooks import Webhook as Signer
 
 from app.bounces.history import bounces_of
 from app.clock import utcnow
 from app.config import Settings
 from app.invites.queries import invite_history
-from app.invites.records import Event, Invite, record_from
+from app.invites.records import WEBHOOK_MAIL, Change, Event, Invite, NewInvite, record_from
+from app.invites.transitions.sending import create_invites
+from app.logs import correlation_id
+from app.sending.queue import Publisher
 from app.storage.database import Database
-from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 from app.web.present import invite_detail_json
 from app.webhooks import addresses
 from app.webhooks.store import ENTREGUE, FALHOU, PENDENTE
@@ -283,8 +288,14 @@ async def post(
     return Outcome(200 <= response.status_code < 300, response.status_code, snippet)
 
 
-async def record(db: Database, claimed: Claimed, outcome: Outcome, settings: Settings) -> str:
-    """Write the attempt's outcome on the row this claim holds; the row's new state."""
+@dataclass(frozen=True)
+class Recorded:
+    state: str  # the row's new state (``lost``: the row was gone or re-sent meanwhile)
+    notice: Change | None = None  # this failure disabled the webhook: the mail to its owner
+
+
+async def record(db: Database, claimed: Claimed, outcome: Outcome, settings: Settings) -> Recorded:
+    """Write the attempt's outcome on the row this claim holds."""
     now = utcnow()
     steps = settings.webhook_retry_backoff_seconds
     if outcome.delivered:
@@ -314,39 +325,91 @@ async def record(db: Database, claimed: Claimed, outcome: Outcome, settings: Set
             .values(**values)
         )
         if written.rowcount != 1:
-            return "lost"  # deleted with its webhook, or re-sent meanwhile
+            return Recorded("lost")  # deleted with its webhook, or re-sent meanwhile
         if state == ENTREGUE:
             await conn.execute(
                 update(webhooks).where(webhooks.c.id == claimed.webhook_id).values(failures=0)
             )
         elif state == FALHOU:
-            failures = webhooks.c.failures + 1
-            disable = case(
-                (failures >= settings.webhook_max_failures, now), else_=webhooks.c.disabled_at
-            )
             await conn.execute(
                 update(webhooks)
                 .where(webhooks.c.id == claimed.webhook_id)
-                .values(failures=failures, disabled_at=disable)
+                .values(failures=webhooks.c.failures + 1)
             )
-    return state
+            notice = await _disable_if_spent(
+                conn, claimed.webhook_id, settings.webhook_max_failures, now
+            )
+            return Recorded(state, notice)
+    return Recorded(state)
 
 
-async def deliver(db: Database, public_id: str, settings: Settings) -> str:
+async def _disable_if_spent(
+    conn: AsyncConnection, webhook_id: int, max_failures: int, now: datetime
+) -> Change | None:
+    """Disable the webhook once its failures in a row reach ``max_failures`` and, in the same
+    transaction, write the mail that tells its owner. Only the UPDATE that turns an enabled
+    webhook into a disabled one writes the mail (a webhook already disabled matches nothing),
+    so each disabling mails once, and nothing repeats it; **Reenviar** enables it again."""
+    disabled = (
+        await conn.execute(
+            update(webhooks)
+            .where(
+                webhooks.c.id == webhook_id,
+                webhooks.c.disabled_at.is_(None),
+                webhooks.c.failures >= max_failures,
+            )
+            .values(disabled_at=now)
+            .returning(webhooks.c.url, webhooks.c.account_id)
+        )
+    ).first()
+    if disabled is None:
+        return None
+    owner = (
+        await conn.execute(
+            select(accounts.c.public_id, accounts.c.email).where(
+                accounts.c.id == disabled.account_id
+            )
+        )
+    ).one()
+    notice = NewInvite(
+        sender_id=owner.public_id,
+        email=owner.email,
+        name=None,
+        correlation_id=correlation_id.get() or "",
+        kind=WEBHOOK_MAIL,
+        message=disabled.url,
+    )
+    # The mail row and its outbox row, committed with the disabling: the caller publishes it
+    # after the commit, and the outbox relay does if that fails.
+    [change] = await conn.run_sync(create_invites, [notice])
+    assert isinstance(change, Change)  # only invitations can be duplicates
+    log.warning("webhook disabled", extra={"webhook": webhook_id})
+    return change
+
+
+async def deliver(
+    db: Database, public_id: str, settings: Settings, publisher: Publisher | None = None
+) -> str:
     """One attempt at the delivery ``public_id``; its state after it (``not claimed``: nothing
-    was done)."""
+    was done). The mail of a disabling is put on the queue with ``publisher`` (without one,
+    the outbox relay does it)."""
     claimed = await claim(db, public_id, lease_seconds(settings))
     if claimed is None:
         return "not claimed"
     body = await frozen_body(db, claimed, settings.slow_after_seconds)
     try:
-        target = await addresses.resolve(claimed.url, allow_private=settings.webhook_allow_private)
+        target = await addresses.resolve(
+            claimed.url, allow_private=settings.webhook_allow_private_networks
+        )
     except addresses.Refused as exc:
         outcome = Outcome(False, None, str(exc))
     else:
         headers = signed_headers(claimed, body, utcnow())
         outcome = await post(target, body, headers, settings.webhook_timeout_seconds)
-    state = await record(db, claimed, outcome, settings)
+    recorded = await record(db, claimed, outcome, settings)
+    state = recorded.state
+    if recorded.notice is not None and publisher is not None:
+        await publisher.publish_or_leave([recorded.notice])
     log.info(
         "webhook delivery attempted",
         extra={
@@ -362,4 +425,4 @@ async def deliver(db: Database, public_id: str, settings: Settings) -> str:
 
 async def deliver_webhook(ctx: dict[str, Any], public_id: str) -> str:
     """The arq job: one attempt at one delivery."""
-    return await deliver(ctx["db"], public_id, ctx["settings"])
+    return await deliver(ctx["db"], public_id, ctx["settings"], ctx["publisher"])
