@@ -120,7 +120,15 @@ def test_every_senders_page_fits_a_phone(
     invite = page.locator("li.convite a[data-foco='link']").first
     expect(invite).to_be_visible()
     detail = invite.get_attribute("href")
-    for path in ("/", "/lotes", "/lotes/novo", "/conta", detail):
+    for path in (
+        "/",
+        "/lotes",
+        "/lotes/novo",
+        "/conta",
+        "/conta/chaves",
+        "/conta/webhooks",
+        detail,
+    ):
         page.goto(str(path))
         assert document_width(page) <= width, path
     signed_out = phone(new_context, width, signed_in=False)

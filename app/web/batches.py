@@ -22,7 +22,7 @@ from app.batches.review import Review, review
 from app.clock import local_moment, utcnow
 from app.invites.records import NewInvite, Occasion
 from app.invites.status import Status
-from app.invites.validation import check_message, check_occasion
+from app.invites.validation import check_message
 from app.logs import correlation_id
 from app.web.common import (
     db_of,
@@ -35,7 +35,7 @@ from app.web.common import (
 )
 from app.web.forms import BadBody, typed_values, wait_text
 from app.web.identity import signed_in
-from app.web.invites import send_at_of
+from app.web.invites import when_and_occasion
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,8 @@ class Given:
         self.typed = typed_values(shared, *SHARED_FIELDS)
         # The single form's own checks: one parser for "Enviar em" and one for the occasion.
         self.send_at: datetime | None
-        self.send_at, send_at_error = send_at_of(request, shared)
         self.occasion: Occasion | None
-        self.occasion, self.errors = check_occasion(shared, utcnow(), local=not _is_json(request))
-        if send_at_error is not None:
-            self.errors["enviar_em"] = send_at_error
+        self.send_at, self.occasion, self.errors = when_and_occasion(request, shared)
 
     def as_typed(self) -> str:
         """The list to correct: the pasted text as it was, or a file's rows as lines one could

@@ -17,7 +17,7 @@ from app.bounces.history import bounces_of
 from app.clock import utcnow
 from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
-from app.invites.records import Account, Change, Duplicate, Invite
+from app.invites.records import Account, Change, Duplicate, Invite, Occasion
 from app.invites.status import RESENDABLE, Status
 from app.invites.validation import (
     InvalidInvite,
@@ -149,12 +149,7 @@ async def create(request: Request) -> Response:
         data = await read_body(request)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
-    send_at, send_at_error = send_at_of(request, data)
-    occasion, errors = check_occasion(data, utcnow(), local=not _json_body(request))
-    if send_at_error is None and occasion is not None:
-        send_at_error = check_send_before_occasion(send_at, occasion.at)
-    if send_at_error is not None:
-        errors["enviar_em"] = send_at_error
+    send_at, occasion, errors = when_and_occasion(request, data)
     try:
         invite_request = parse_invite(data)
     except InvalidInvite as exc:
@@ -195,6 +190,21 @@ FORM_FIELDS = ("email", "nome", "mensagem", "enviar_em", "ocasiao", "ocasiao_em"
 
 def _json_body(request: Request) -> bool:
     return request.headers.get("content-type", "").startswith("application/json")
+
+
+def when_and_occasion(
+    request: Request, data: dict[str, Any]
+) -> tuple[datetime | None, Occasion | None, dict[str, str]]:
+    """ "Enviar em" and the occasion, as the single form and a batch both take them: the moment,
+    the occasion, and the pt-BR error of each field that is wrong (a moment not before the
+    occasion included)."""
+    send_at, send_at_error = send_at_of(request, data)
+    occasion, errors = check_occasion(data, utcnow(), local=not _json_body(request))
+    if send_at_error is None and occasion is not None:
+        send_at_error = check_send_before_occasion(send_at, occasion.at)
+    if send_at_error is not None:
+        errors["enviar_em"] = send_at_error
+    return send_at, occasion, errors
 
 
 def send_at_of(request: Request, data: dict[str, Any]) -> tuple[datetime | None, str | None]:
