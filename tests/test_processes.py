@@ -8,9 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from arq.worker import Worker
 
 from app.config import Settings
 from app.invites.status import Status
+from app.sending.queue import SWEEP_TIMEOUT_SECONDS, send_timeout_seconds
+from app.sending.worker import worker_options
 from app.storage.database import Database
 from app.storage.migrate import upgrade
 from tests.fixtures import SENDER, app_client, make_settings, process_env, short_lease_settings
@@ -128,3 +131,15 @@ async def test_a_graceful_stop_never_leaves_an_invite_enviando(
             await wait_for_status(database, created["id"], expected)
     finally:
         await database.dispose()
+
+
+def test_a_killed_workers_send_jobs_are_free_again_after_the_send_timeout(
+    settings: Settings,
+) -> None:
+    """arq locks every job it starts for its longest function's timeout (+10 s): that is how long
+    a send job a killed worker held waits for another worker. No cron (retention, reminders,
+    webhooks) may stretch it past the send job's own timeout or the sweep's."""
+    worker = Worker(burst=True, handle_signals=False, **worker_options(settings))
+
+    send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
+    assert worker.in_progress_timeout_s == max(send_timeout, SWEEP_TIMEOUT_SECONDS) + 10

@@ -11,9 +11,11 @@ The same job deletes the API's kept ``Idempotency-Key`` answers older than their
 (``app.api.idempotency.KEEP``): a claim prunes only its own API key's, and a key that is never
 used again would keep its answers, and the addresses in them, for ever.
 
-A daily arq cron of the worker runs it (``app.sending.worker``). It deletes in chunks, one short
-transaction each, so the web's writers wait at most one chunk; it counts what it deleted
-(``convites_retention_deleted``) and logs one line.
+An hourly arq cron of the worker runs it (``app.sending.worker``), for at most a minute: arq
+keeps every job's in-progress lock for its longest function timeout, so a long cron would hold
+the send jobs of a killed worker that long; what one run leaves, the next continues. It deletes
+in chunks, one short transaction each, so the web's writers wait at most one chunk; it counts
+what it deleted (``convites_retention_deleted``) and logs one line.
 """
 
 from __future__ import annotations
@@ -46,8 +48,6 @@ ENDED = (
 MAIL_IN_FLIGHT = (Status.PENDENTE, Status.ENVIANDO)
 #: Invites deleted per transaction.
 CHUNK = 500
-#: Seconds the daily job may run (arq cancels it then; the chunks done stay done).
-TIMEOUT_SECONDS = 3600
 
 
 def _ended_before(cutoff: datetime) -> ColumnElement[bool]:

@@ -107,7 +107,7 @@ async def reconcile(ctx: dict[str, Any]) -> dict[str, int]:
 
 
 async def purge_ended(ctx: dict[str, Any]) -> dict[str, int]:
-    """The daily arq cron around the retention purge (``app.consent.retention``)."""
+    """The hourly arq cron around the retention purge (``app.consent.retention``)."""
     removed = await retention.purge(ctx["db"], utcnow(), ctx["settings"].retention_days)
     await count_retention(ctx["redis"], removed)
     return dict(removed)
@@ -210,14 +210,14 @@ def worker_options(settings: Settings) -> dict[str, Any]:
                 run_at_startup=True,
                 timeout=SWEEP_TIMEOUT_SECONDS,
             ),
-            # Once a day, at 03:30 UTC (night in Brazil); arq runs each cron once per moment,
-            # whichever of many workers takes it.
+            # Every hour at minute 30. Its timeout stays short like every function's: arq locks
+            # each job for the longest function timeout (+10 s), and a send job that a killed
+            # worker held waits that long for another worker. Chunks done stay done.
             cron(
                 tracked(purge_ended),
-                hour={3},
                 minute={30},
-                second={0},
-                timeout=retention.TIMEOUT_SECONDS,
+                second={30},
+                timeout=SWEEP_TIMEOUT_SECONDS,
             ),
             # A reminder is never urgent: every ten seconds, on seconds the sweep leaves free.
             cron(
