@@ -14,6 +14,7 @@ from app.config import Settings
 from app.invites import transitions
 from app.invites.status import Status
 from app.ops.metrics import retention_deleted
+from app.sending.queue import SWEEP_TIMEOUT_SECONDS
 from app.sending.worker import purge_ended, worker_options
 from app.storage.database import Database
 from app.storage.tables import (
@@ -177,9 +178,10 @@ async def test_the_daily_job_deletes_kept_api_answers_older_than_their_period(
     assert (await retention_deleted(redis))["idempotency_keys"] == 1
 
 
-def test_the_worker_runs_it_once_a_day(settings: Settings) -> None:
+def test_the_worker_runs_it_every_hour_for_at_most_a_minute(settings: Settings) -> None:
     [job] = [job for job in worker_options(settings)["cron_jobs"] if job.name == "cron:purge_ended"]
-    assert (job.hour, job.minute, job.second, job.unique) == ({3}, {30}, {0}, True)
+    assert (job.hour, job.minute, job.second, job.unique) == (None, {30}, {30}, True)
+    assert job.timeout_s == SWEEP_TIMEOUT_SECONDS
     assert not job.run_at_startup
 
 
