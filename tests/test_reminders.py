@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 
@@ -17,10 +18,11 @@ from app.invites.transitions import reminders
 from app.sending.pause import pause_sending
 from app.storage.database import Database
 from tests.answering import answer_link, invited, press
-from tests.fixtures import MovableClock, drain
+from tests.fixtures import MovableClock, drain, process_env
 from tests.helpers import JSON, api_headers, invite_row, post_invite
-from tests.services import ScriptedSmtp
+from tests.services import AppProcess, ScriptedSmtp
 from tests.test_metrics import scrape, value
+from tests.waiting import eventually
 
 
 def mails_to(smtp: ScriptedSmtp, email: str) -> list[str]:
@@ -344,3 +346,30 @@ async def test_the_reminder_is_announced_with_the_invitees_name(
 
     assert 'data-anuncio="Lembrete pedido para Ana Lima."' in asked
     assert 'data-anuncio="Lembrete enviado para Ana Lima às ' in sent
+
+
+async def test_two_real_workers_starting_together_send_one_reminder(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+    tmp_path: Path,
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    # Worker processes keep the real clock: for them the reminder is due a second after the
+    # invitation left, about when they have started.
+    env = process_env(settings, REMINDER_AFTER_SECONDS="1")
+
+    async def reminded() -> bool:
+        return (await invite_row(db, public_id)).reminder_status == "enviado"
+
+    # Each worker runs the reminder pass as it starts and every ten seconds after: their passes
+    # race for the one claim.
+    with AppProcess.worker(env, tmp_path / "one.log"), AppProcess.worker(env, tmp_path / "two.log"):
+        await eventually(reminded, 30, "the reminder is sent")
+    # Both stopped (SIGTERM: a running pass finishes first).
+
+    assert mails_to(smtp, "ana@exemplo.com.br") == [
+        "Você recebeu um convite",
+        "Lembrete: Marta Souza convidou você…",
+    ]
