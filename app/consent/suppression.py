@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -137,11 +137,19 @@ async def suppress(source: Source, email: str, reason: Reason, detail: str | Non
 
 
 async def entry_for(source: Source, email: str) -> Suppression | None:
-    """The list's entry for ``email``, if any."""
+    """The list's entry for ``email``, if any. Every accept and every send asks: askers of the
+    same moment share one read (``Database.read_many``), as they share a session lookup."""
+    if isinstance(source, Database):
+        return await source.read_many(_entries_of, address_hash(email))
     query = select(suppressions).where(suppressions.c.address_hash == address_hash(email))
-    async with _connection(source, write=False) as conn:
-        row = (await conn.execute(query)).first()
+    row = (await source.execute(query)).first()
     return _entry(row) if row is not None else None
+
+
+def _entries_of(conn: Connection, hashes: Sequence[str]) -> list[Suppression | None]:
+    query = select(suppressions).where(suppressions.c.address_hash.in_(set(hashes)))
+    found = {row.address_hash: _entry(row) for row in conn.execute(query).all()}
+    return [found.get(digest) for digest in hashes]
 
 
 async def reason_for(source: Source, email: str) -> Reason | None:
