@@ -43,7 +43,8 @@ CHROMIUM_ARGS = [
 #: passes run at once, so each has a block of its own, and both blocks lie below Linux's
 #: ephemeral range (32768-60999), from which every outgoing connection takes its local port: a
 #: port handed out here stays free until the server it is meant for binds it, not taken
-#: meanwhile by a client's connection or by the other pass.
+#: meanwhile by a client's connection or by the other pass. Each of a pass's test processes
+#: (pytest-xdist) takes its own share of the block, for the same reason.
 PORT_BLOCKS = {"sqlite": (20000, 25999), "postgresql": (26000, 31999)}
 
 
@@ -53,6 +54,12 @@ def _port_block() -> range:
         low, high = (int(part) for part in spec.split("-"))
     else:
         low, high = PORT_BLOCKS.get(os.environ.get("TEST_DATABASE", "sqlite"), (20000, 25999))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and workers:  # "gw0", "gw1"…: one share each
+        share = (high - low + 1) // int(workers)
+        low += int(worker.removeprefix("gw")) * share
+        high = low + share - 1
     ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
     if ephemeral.exists():
         first, last = (int(part) for part in ephemeral.read_text().split())
@@ -160,8 +167,10 @@ class PostgresServer:
         return f"{self.base_url}/{name}"
 
     def stop(self) -> None:
+        """Stop the server and delete the cluster. Immediate: its files are deleted next, and a
+        fast stop's shutdown checkpoint wrote out every test's database first (half a minute)."""
         with contextlib.suppress(subprocess.CalledProcessError):
-            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+            self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
