@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from email import message_from_bytes
 from email.message import EmailMessage
 from email.policy import default as email_policy
@@ -11,7 +12,7 @@ import pytest
 
 from app.config import Settings
 from app.sending.mailer import PermanentSendError
-from app.sending.messages import compose
+from app.sending.messages import compose, invitation, unsubscribe_headers
 from app.storage.database import Database
 from app.web.middleware.correlation import CorrelationIdMiddleware
 from tests.helpers import api_headers, invite_count
@@ -100,3 +101,21 @@ def test_an_address_header_reads_back_as_the_name_and_address_it_was_made_of(
 def test_an_address_that_could_bend_the_header_is_refused(settings: Settings, email: str) -> None:
     with pytest.raises(PermanentSendError):
         _sent_to(settings, "Ana", email)
+
+
+@pytest.mark.parametrize("host", ["a", "a" * 20, "a" * 37, "a" * 60])
+def test_list_unsubscribe_is_its_two_uris_as_written_whatever_their_length(
+    settings: Settings, host: str
+) -> None:
+    """A signed URL longer than a header line: the standard folding wrote it as encoded words
+    (``=?utf-8?q?…``), which no mail provider decodes in ``List-Unsubscribe``."""
+    settings = replace(settings, public_url=f"https://{host}.exemplo")
+    invite = an_invite()
+    raw = invitation(settings, invite, "TOKEN").content
+    head = raw.split(b"\r\n\r\n")[0].decode("ascii")
+    written = head.split("List-Unsubscribe: ")[1].split("\r\nList-Unsubscribe-Post")[0]
+
+    expected = unsubscribe_headers(settings, invite)["List-Unsubscribe"]
+    assert written.replace("\r\n", "") == expected
+    assert "=?" not in written
+    assert str(message_from_bytes(raw, policy=email_policy)["List-Unsubscribe"]) == expected

@@ -10,10 +10,11 @@ from __future__ import annotations
 import html
 import re
 from datetime import datetime
-from email.headerregistry import Address, BaseHeader, HeaderRegistry
+from email.headerregistry import Address, BaseHeader, HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
+from typing import Any
 
 import icalendar
 
@@ -42,8 +43,24 @@ class _HeaderClasses(HeaderRegistry):
         return self._built[key]
 
 
+class _UriList(UnstructuredHeader, BaseHeader):
+    """RFC 2369's ``List-Unsubscribe``: ``<URI>``s separated by commas, which mail providers read
+    as written. The standard folding writes a word longer than a line (a signed URL) as RFC 2047
+    encoded words, which no provider decodes there (and which lost the space after the comma);
+    this one folds only between the URIs."""
+
+    def fold(self, *, policy: Any) -> str:
+        uris = f",{policy.linesep} ".join(_BETWEEN_URIS.split(str(self)))
+        return f"{self.name}: {uris}{policy.linesep}"
+
+
+_BETWEEN_URIS = re.compile(r"(?<=>)\s*,\s*(?=<)")
+
+
 #: ``policy.SMTP`` with the registry above, through the policy's documented ``header_factory``.
-POLICY = SMTP.clone(header_factory=_HeaderClasses())
+_HEADER_CLASSES = _HeaderClasses()
+_HEADER_CLASSES.map_to_type("List-Unsubscribe", _UriList)
+POLICY = SMTP.clone(header_factory=_HEADER_CLASSES)
 
 
 def _address(name: str | None, email: str) -> Address:
