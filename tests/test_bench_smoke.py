@@ -39,6 +39,7 @@ def _tiny_bench(tmp_path: Path, report: Path, *extra: str) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
 
 
+@pytest.mark.long
 @pytest.mark.skipif(BACKEND == "postgresql", reason="the PostgreSQL pass runs --db postgresql")
 def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -> None:
     report = tmp_path / "docs" / "benchmarks.md"
@@ -62,6 +63,7 @@ def test_the_tiny_benchmark_writes_every_section_and_the_chart(tmp_path: Path) -
     assert (report.parent / "benchmarks.png").stat().st_size > 0
 
 
+@pytest.mark.long
 @pytest.mark.skipif(BACKEND != "postgresql", reason="the SQLite pass runs the SQLite bench")
 def test_the_tiny_postgresql_benchmark_runs_the_scaled_out_path(tmp_path: Path) -> None:
     report = tmp_path / "docs" / "benchmarks-postgresql.md"

@@ -159,6 +159,7 @@ async def post_paced(client: httpx.AsyncClient, count: int, seconds: float) -> l
     return await asyncio.gather(*(post(i) for i in range(count)))
 
 
+@pytest.mark.long
 async def test_chaos_loses_nothing_and_sends_nothing_twice(
     chaos_settings: Settings, smtp: ScriptedSmtp, own_redis: RedisServer, tmp_path: Path
 ) -> None:

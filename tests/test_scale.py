@@ -78,6 +78,7 @@ async def _post_all(ports: list[int], smtp: ScriptedSmtp) -> None:
             await client.aclose()
 
 
+@pytest.mark.long
 async def test_a_thousand_invites_through_two_webs_and_two_workers_one_killed_midway(
     scale_settings: Settings, smtp: ScriptedSmtp, tmp_path: Path
 ) -> None:
