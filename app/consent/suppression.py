@@ -141,12 +141,12 @@ async def entry_for(source: Source, email: str) -> Suppression | None:
     same moment share one read (``Database.read_many``), as they share a session lookup."""
     if isinstance(source, Database):
         return await source.read_many(_entries_of, address_hash(email))
-    query = select(suppressions).where(suppressions.c.address_hash == address_hash(email))
-    row = (await source.execute(query)).first()
-    return _entry(row) if row is not None else None
+    [entry] = await source.run_sync(_entries_of, [address_hash(email)])
+    return entry
 
 
 def _entries_of(conn: Connection, hashes: Sequence[str]) -> list[Suppression | None]:
+    """The entry of each address hash (``None``: not on the list), in one statement."""
     query = select(suppressions).where(suppressions.c.address_hash.in_(set(hashes)))
     found = {row.address_hash: _entry(row) for row in conn.execute(query).all()}
     return [found.get(digest) for digest in hashes]
@@ -169,12 +169,9 @@ async def reasons_for(source: Source, emails: Iterable[str]) -> dict[str, Reason
     by_hash = {address_hash(email): email for email in emails}
     if not by_hash:
         return {}
-    query = select(suppressions.c.address_hash, suppressions.c.reason).where(
-        suppressions.c.address_hash.in_(list(by_hash))
-    )
     async with _connection(source, write=False) as conn:
-        rows = (await conn.execute(query)).all()
-    return {by_hash[row.address_hash]: Reason(row.reason) for row in rows}
+        entries = await conn.run_sync(_entries_of, list(by_hash))
+    return {by_hash[e.address_hash]: e.reason for e in entries if e is not None}
 
 
 async def listing(source: Source, limit: int = 200) -> list[Suppression]:

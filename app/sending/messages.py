@@ -43,6 +43,9 @@ class _HeaderClasses(HeaderRegistry):
         return self._built[key]
 
 
+_BETWEEN_URIS = re.compile(r"(?<=>)\s*,\s*(?=<)")
+
+
 class _UriList(UnstructuredHeader, BaseHeader):
     """RFC 2369's ``List-Unsubscribe``: ``<URI>``s separated by commas, which mail providers read
     as written. The standard folding writes a word longer than a line (a signed URL) as RFC 2047
@@ -52,9 +55,6 @@ class _UriList(UnstructuredHeader, BaseHeader):
     def fold(self, *, policy: Any) -> str:
         uris = f",{policy.linesep} ".join(_BETWEEN_URIS.split(str(self)))
         return f"{self.name}: {uris}{policy.linesep}"
-
-
-_BETWEEN_URIS = re.compile(r"(?<=>)\s*,\s*(?=<)")
 
 
 #: ``policy.SMTP`` with the registry above, through the policy's documented ``header_factory``.
