@@ -131,6 +131,7 @@ async def test_the_senders_row_says_what_the_invitee_did_and_stays_true_after_th
     page = (await client.get("/")).text
     assert "ana@exemplo.com.br: Pediu para não receber convites." in page
     assert "não recebe mais convites" not in page  # no longer true: it would lie
+    assert f"/convites/{public_id}/reenviar" not in page  # re-inviting them is the form's call
 
 
 async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
