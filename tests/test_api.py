@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.api import idempotency
+from app.clock import utcnow
 from app.config import Settings
 from app.storage.database import Database
 from app.storage.tables import api_keys, idempotency_keys
@@ -195,6 +197,51 @@ async def test_the_api_answers_as_the_pages_do(
     assert again.headers["location"] == f"/api/v1/convites/{invite_id}"
 
 
+async def test_the_api_reschedules_and_reminds_as_the_pages_do(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    clock: MovableClock,
+) -> None:
+    key = await new_key(client)
+    api = anonymous_client
+    soon, later = utcnow() + timedelta(hours=1), utcnow() + timedelta(hours=5)
+    scheduled = await api.post(
+        "/api/v1/convites",
+        json={"email": "ana@exemplo.com", "enviar_em": soon.isoformat()},
+        headers=bearer(key),
+    )
+    path = f"/api/v1/convites/{scheduled.json()['id']}"
+    past = await api.post(
+        f"{path}/reagendar", json={"enviar_em": "2000-01-01T09:00:00-03:00"}, headers=bearer(key)
+    )
+    assert past.status_code == 422 and set(past.json()["campos"]) == {"enviar_em"}
+    moved = await api.post(
+        f"{path}/reagendar", json={"enviar_em": later.isoformat()}, headers=bearer(key)
+    )
+    assert moved.status_code == 200 and moved.json()["status"] == "agendado"
+    assert datetime.fromisoformat(moved.json()["enviar_em"]) == later
+    early = await api.post(f"{path}/lembrar", headers=bearer(key))
+    assert early.status_code == 409 and early.json()["status"] == "agendado"
+
+    clock.advance(6 * 3600)
+    await drain(settings)
+    asked = await api.post(f"{path}/lembrar", headers=bearer(key))
+    twice = await api.post(f"{path}/lembrar", headers=bearer(key))
+    assert asked.status_code == 202 and asked.headers["location"] == path
+    assert twice.status_code == 409 and "já foi pedido" in twice.json()["erro"]
+    await drain(settings)
+    assert [m.message["Subject"].startswith("Lembrete") for m in smtp.received] == [False, True]
+    tomorrow = (utcnow() + timedelta(days=1)).isoformat()
+    gone = await api.post(f"{path}/reagendar", json={"enviar_em": tomorrow}, headers=bearer(key))
+    assert gone.status_code == 409 and gone.json()["status"] == "enviado"
+    not_bounced = await api.post(
+        f"{path}/corrigir", json={"email": "ana@exemplo.org"}, headers=bearer(key)
+    )
+    assert not_bounced.status_code == 409 and not_bounced.json()["status"] == "enviado"
+
+
 async def test_another_accounts_invite_is_not_found(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,
@@ -207,6 +254,9 @@ async def test_another_accounts_invite_is_not_found(
         ("GET", f"/api/v1/convites/{theirs['id']}"),
         ("POST", f"/api/v1/convites/{theirs['id']}/cancelar"),
         ("POST", f"/api/v1/convites/{theirs['id']}/reenviar"),
+        ("POST", f"/api/v1/convites/{theirs['id']}/reagendar"),
+        ("POST", f"/api/v1/convites/{theirs['id']}/lembrar"),
+        ("POST", f"/api/v1/convites/{theirs['id']}/corrigir"),
     ):
         answer = await anonymous_client.request(method, path, headers=bearer(key))
         assert answer.status_code == 404, (path, answer.text)

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.invites.status import Status
 from app.live.wakeups import sender_channel
 from app.storage.database import Database
+from tests.api_keys import bearer, new_key
 from tests.fixtures import drain
 from tests.helpers import (
     JSON,
@@ -155,3 +156,29 @@ async def test_someone_elses_invite_cannot_be_corrected(
 
     assert response.status_code == 404
     assert (await invite_row(db, created["id"])).status == Status.DEVOLVIDO
+
+
+async def test_the_api_corrects_a_devolvido_invite_as_the_page_does(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+    smtp: ScriptedSmtp,
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+    key = await new_key(client)
+    path = f"/api/v1/convites/{created['id']}/corrigir"
+
+    invalid = await anonymous_client.post(path, json={"email": "não"}, headers=bearer(key))
+    fixed = await anonymous_client.post(
+        path, json={"email": "ana@exemplo.com"}, headers=bearer(key)
+    )
+    await drain(settings)
+
+    assert invalid.status_code == 422 and set(invalid.json()["campos"]) == {"email"}
+    assert fixed.status_code == 202 and fixed.json()["status"] == "pendente"
+    assert fixed.headers["location"] == f"/api/v1/convites/{created['id']}"
+    invite = await invite_row(db, created["id"])
+    assert (invite.status, invite.email, invite.attempt) == (Status.ENVIADO, "ana@exemplo.com", 2)
+    assert smtp.received[-1].rcpt_tos == ["ana@exemplo.com"]

@@ -110,6 +110,21 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
             api.api_endpoint(cancelling.cancel),
             methods=["POST"],
         ),
+        Route(
+            "/api/v1/convites/{public_id}/reagendar",
+            api.api_endpoint(scheduling.reschedule),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/v1/convites/{public_id}/lembrar",
+            api.api_endpoint(reminding.remind),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/v1/convites/{public_id}/corrigir",
+            api.api_endpoint(corrections.correct),
+            methods=["POST"],
+        ),
         Route("/api/v1/lotes/revisar", api.api_endpoint(batches.check), methods=["POST"]),
         Route("/api/v1/lotes", api.api_endpoint(batches.send), methods=["POST"]),
         Route("/api/v1/lotes/{public_id}", api.api_endpoint(batches.show), methods=["GET"]),
