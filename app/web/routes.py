@@ -33,6 +33,16 @@ from app.web import (
 )
 from app.web.static import StaticAssets
 
+#: What the sender may do to one invite (its row's buttons), at ``/convites/{id}/<action>`` and,
+#: for an API key, at ``/api/v1/convites/{id}/<action>``.
+INVITE_ACTIONS = (
+    ("reenviar", invites.resend),
+    ("corrigir", corrections.correct),
+    ("cancelar", cancelling.cancel),
+    ("reagendar", scheduling.reschedule),
+    ("lembrar", reminding.remind),
+)
+
 
 def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
     """The routes of an app configured by ``settings``, serving ``static`` under ``/static``."""
@@ -45,11 +55,10 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/convites/eventos", events.stream, methods=["GET"]),
         Route("/convites/resumo", summary.show, methods=["GET"]),
         Route("/convites/{public_id}", invites.show, methods=["GET"]),
-        Route("/convites/{public_id}/reenviar", invites.resend, methods=["POST"]),
-        Route("/convites/{public_id}/corrigir", corrections.correct, methods=["POST"]),
-        Route("/convites/{public_id}/cancelar", cancelling.cancel, methods=["POST"]),
-        Route("/convites/{public_id}/reagendar", scheduling.reschedule, methods=["POST"]),
-        Route("/convites/{public_id}/lembrar", reminding.remind, methods=["POST"]),
+        *(
+            Route(f"/convites/{{public_id}}/{action}", handler, methods=["POST"])
+            for action, handler in INVITE_ACTIONS
+        ),
         # Signing in and the account.
         Route("/entrar", signin.show_form, methods=["GET"]),
         Route("/entrar", signin.request_link, methods=["POST"]),
@@ -100,30 +109,13 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/api/v1/convites", api.list_invites, methods=["GET"]),
         Route("/api/v1/convites", api.api_endpoint(invites.create), methods=["POST"]),
         Route("/api/v1/convites/{public_id}", api.api_endpoint(invites.show), methods=["GET"]),
-        Route(
-            "/api/v1/convites/{public_id}/reenviar",
-            api.api_endpoint(invites.resend),
-            methods=["POST"],
-        ),
-        Route(
-            "/api/v1/convites/{public_id}/cancelar",
-            api.api_endpoint(cancelling.cancel),
-            methods=["POST"],
-        ),
-        Route(
-            "/api/v1/convites/{public_id}/reagendar",
-            api.api_endpoint(scheduling.reschedule),
-            methods=["POST"],
-        ),
-        Route(
-            "/api/v1/convites/{public_id}/lembrar",
-            api.api_endpoint(reminding.remind),
-            methods=["POST"],
-        ),
-        Route(
-            "/api/v1/convites/{public_id}/corrigir",
-            api.api_endpoint(corrections.correct),
-            methods=["POST"],
+        *(
+            Route(
+                f"/api/v1/convites/{{public_id}}/{action}",
+                api.api_endpoint(handler),
+                methods=["POST"],
+            )
+            for action, handler in INVITE_ACTIONS
         ),
         Route("/api/v1/lotes/revisar", api.api_endpoint(batches.check), methods=["POST"]),
         Route("/api/v1/lotes", api.api_endpoint(batches.send), methods=["POST"]),
