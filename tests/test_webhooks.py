@@ -23,6 +23,7 @@ from app.storage.database import Database
 from app.storage.tables import invites, webhook_deliveries, webhooks
 from app.web import webhooks as webhook_pages
 from app.webhooks import addresses, deliver
+from app.webhooks.post import Outcome
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
 from tests.fixtures import ROOT, SENDER, MovableClock, app_client, drain
@@ -201,7 +202,7 @@ async def test_after_max_failed_deliveries_the_webhook_is_disabled_and_the_accou
     async with db.read() as conn:
         hook = (await conn.execute(select(webhooks))).one()
     assert hook.failures == 2 and hook.disabled_at is not None
-    failed = deliver.Outcome(False, 500, "falhou aqui")
+    failed = Outcome(False, 500, "falhou aqui")
     assert await deliver.record(db, late, failed, settings) == deliver.Recorded("falhou")
     assert [row.state for row in await deliveries(db)] == ["falhou"] * 3
 

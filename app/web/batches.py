@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
 from typing import Any
 
-from starlette.datastructures import URL, UploadFile
+from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app import ratelimit
 from app.batches import progress, store
-from app.batches.isolation import Source, read_rows
-from app.batches.parse import Bounds, OverBound, Row, TooManyRows, UnreadableBatch
+from app.batches.parse import OverBound, UnreadableBatch
 from app.batches.review import Review, review
 from app.clock import local_moment, utcnow
-from app.invites.records import NewInvite, Occasion
+from app.invites.records import NewInvite
 from app.invites.status import Status
-from app.invites.validation import check_message
 from app.logs import correlation_id
+from app.web.batch_input import SHARED_FIELDS, Given, read_sent, rows_of
 from app.web.common import (
     db_of,
     error_response,
@@ -35,7 +33,6 @@ from app.web.common import (
 )
 from app.web.forms import BadBody, typed_values, wait_text
 from app.web.identity import signed_in
-from app.web.invites import when_and_occasion
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +47,6 @@ CHANGED = (
 async def new(request: Request) -> Response:
     """GET /lotes/novo: the text area, the file field, **Revisar**."""
     return render(request, "lotes_novo.html", _form_context(request))
-
-
-#: The fields every invite of a batch shares besides the Mensagem: "Enviar em" and the
-#: occasion, named as on the single form (the same checks, the same words).
-SHARED_FIELDS = ("enviar_em", "ocasiao", "ocasiao_em", "ocasiao_local")
 
 
 @signed_in
@@ -115,104 +107,6 @@ def _refused_form(
     return render(request, "lotes_novo.html", context, status_code=status_code, headers=headers)
 
 
-class Given:
-    """What the person sent: the rows, the pasted text, the **Mensagem**, "Enviar em" and the
-    occasion (checked, and as typed)."""
-
-    def __init__(
-        self,
-        request: Request,
-        rows: list[Row],
-        text: str,
-        message: object,
-        shared: dict[str, object],
-    ) -> None:
-        self.rows, self.text = rows, text
-        self.raw_message = message if isinstance(message, str) else ""
-        self.message, self.message_error = check_message(message)
-        self.shared = shared
-        self.typed = typed_values(shared, *SHARED_FIELDS)
-        # The single form's own checks: one parser for "Enviar em" and one for the occasion.
-        self.send_at: datetime | None
-        self.occasion: Occasion | None
-        self.send_at, self.occasion, self.errors = when_and_occasion(request, shared)
-
-    def as_typed(self) -> str:
-        """The list to correct: the pasted text as it was, or a file's rows as lines one could
-        have pasted (a file input cannot be filled again)."""
-        if self.text.strip():
-            return self.text
-        return "\n".join(
-            f"{row.name} <{row.email}>" if row.name else row.email for row in self.rows
-        )
-
-
-class Sent:
-    """The request as sent, before any list is read: a ``Source`` to read (pasted text or a
-    file) or the reviewed rows handed back (``linhas``), the pasted text, the Mensagem and the
-    shared fields as sent (``SHARED_FIELDS``)."""
-
-    def __init__(
-        self, list_: Source | str, text: str, message: object, shared: dict[str, object]
-    ) -> None:
-        self.list, self.text, self.message, self.shared = list_, text, message, shared
-
-
-def _is_json(request: Request) -> bool:
-    return request.headers.get("content-type", "").startswith("application/json")
-
-
-async def _sent(request: Request) -> Sent:
-    """Takes the body apart; the list itself is read later, off the event loop."""
-    if _is_json(request):
-        try:
-            data = json.loads(await request.body())
-        except (ValueError, RecursionError):
-            raise BadBody("O corpo da requisição não é um JSON válido.") from None
-        text = data.get("enderecos") if isinstance(data, dict) else None
-        if not isinstance(text, str):
-            raise BadBody('Envie um objeto JSON com "enderecos", um texto.')
-        shared = {key: data.get(key) for key in SHARED_FIELDS}
-        return Sent(Source(text=text), text, data.get("mensagem"), shared)
-    async with request.form(max_part_size=settings_of(request).batch_max_bytes) as form:
-        text = form.get("enderecos")
-        text = text if isinstance(text, str) else ""
-        message = form.get("mensagem")
-        shared = {key: form.get(key) for key in SHARED_FIELDS}
-        upload = form.get("planilha")
-        if isinstance(upload, UploadFile) and upload.filename:
-            source = Source(filename=upload.filename, data=await upload.read())
-            return Sent(source, text, message, shared)
-        kept = form.get("linhas")
-        if isinstance(kept, str) and kept:
-            return Sent(kept, text, message, shared)
-    return Sent(Source(text=text), text, message, shared)
-
-
-async def _rows_of(request: Request, sent: Sent) -> list[Row]:
-    bounds = Bounds.of(settings_of(request))
-    if isinstance(sent.list, str):
-        return _kept_rows(sent.list, bounds.rows)
-    if sent.list.data is None and not sent.list.text.strip():
-        return []  # nothing pasted: no child to start
-    return await read_rows(sent.list, bounds, request.state.batch_readers)
-
-
-def _kept_rows(kept: str, max_rows: int) -> list[Row]:
-    """The ok rows the review page handed back (JSON ``[[email, name], …]``)."""
-    try:
-        pairs = json.loads(kept)
-    except (ValueError, RecursionError):
-        raise BadBody("A lista revisada chegou danificada. Revise de novo.") from None
-    if not isinstance(pairs, list) or not all(
-        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
-    ):
-        raise BadBody("A lista revisada chegou danificada. Revise de novo.")
-    if len(pairs) > max_rows:
-        raise TooManyRows(max_rows, max_rows + 1)
-    return [Row(n, p[0], p[1] if isinstance(p[1], str) else None) for n, p in enumerate(pairs, 1)]
-
-
 REVIEWS_TOO_FAST = (
     "Você revisou muitas listas no último minuto. Espere {wait} e tente de novo; "
     "o que você digitou continua aqui."
@@ -223,7 +117,7 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
     """Every row's verdict, or the refusal: a bad body (400), too many reviews (429), a list
     past a bound (413/422, naming it) or unreadable (422). Refusals keep what was typed."""
     try:
-        sent = await _sent(request)
+        sent = await read_sent(request)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     settings = settings_of(request)
@@ -237,7 +131,7 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
             request, 429, message, sent.text, sent.message, headers, shared=sent.shared
         )
     try:
-        rows = await _rows_of(request, sent)
+        rows = await rows_of(request, sent)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     except UnreadableBatch as exc:

@@ -3,32 +3,27 @@
 The rows are written with the status change itself (``app.invites.transitions.core``). The
 worker's sweep puts the due ones on the queue (``publish_due``, arq's ``enqueue_job``, a new job
 id each time); the job ``deliver_webhook`` claims its row with a conditional UPDATE (two workers
-never hold one row at once), checks the URL again after DNS (``app.webhooks.addresses``), signs
-the body with ``standardwebhooks`` and POSTs it with a timeout, no redirects and a cap on what it
-reads back. A non-2xx, a timeout or a connection error is retried after
-``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the same ``webhook-id`` and the same body (frozen at the
-first attempt) every time; once the steps run out the row is ``falhou``, and after
-``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled and its owner mailed
-once (a ``WEBHOOK_MAIL`` row, sent by the workers like a sign-in link). Nothing here can
+never hold one row at once), checks the URL again after DNS (``app.webhooks.addresses``), then
+signs and POSTs the body (``app.webhooks.post``). A non-2xx, a timeout or a connection error is
+retried after ``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the same ``webhook-id`` and the same body
+(frozen at the first attempt) every time; once the steps run out the row is ``falhou``, and
+after ``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled and its owner
+mailed once (a ``WEBHOOK_MAIL`` row, sent by the workers like a sign-in link). Nothing here can
 hold up or undo an invite's transition: it only ever reads what they committed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from arq.connections import ArqRedis
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-from standardwebhooks import Webhook as Signer
 
 from app.bounces.history import bounces_of
 from app.clock import utcnow
@@ -42,20 +37,14 @@ from app.storage.database import Database
 from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 from app.web.present import invite_detail_json
 from app.webhooks import addresses
+from app.webhooks.post import Outcome, post, signed_headers
 from app.webhooks.store import ENTREGUE, FALHOU, PENDENTE
 
 log = logging.getLogger(__name__)
 
 DELIVER_FUNCTION = "deliver_webhook"
-#: What is read of the receiver's answer at most (the rest is never read), and kept of it.
-MAX_RESPONSE_BYTES = 16 * 1024
-SNIPPET_CHARS = 200
 #: Due deliveries the sweep puts on the queue per pass.
 PUBLISH_LIMIT = 500
-
-TIMED_OUT = "Sem resposta dentro de {seconds:g} s."
-NO_CONNECTION = "Não foi possível conectar ao endereço."
-USER_AGENT = "Convites-Webhooks/1"
 
 
 def lease_seconds(settings: Settings) -> float:
@@ -78,13 +67,6 @@ class Claimed:
     body: str | None
     url: str
     secret: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    delivered: bool
-    status_code: int | None
-    snippet: str
 
 
 def _active() -> Any:
@@ -234,60 +216,6 @@ async def frozen_body(db: Database, claimed: Claimed, slow_after_seconds: float)
     return body
 
 
-def signed_headers(claimed: Claimed, body: str, when: datetime) -> dict[str, str]:
-    """The Standard Webhooks headers, signed by the package (never by hand)."""
-    signature = Signer(claimed.secret).sign(claimed.public_id, when, body)
-    return {
-        "webhook-id": claimed.public_id,
-        "webhook-timestamp": str(int(when.timestamp())),
-        "webhook-signature": signature,
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        # What is read back is capped in bytes on the wire: no compressed answer to inflate.
-        "accept-encoding": "identity",
-    }
-
-
-async def post(
-    target: addresses.Target, body: str, headers: dict[str, str], seconds: float
-) -> Outcome:
-    """POST ``body`` to the checked address of ``target`` (never to a second DNS answer): the
-    URL names the address, ``Host`` and TLS's server name the host. Redirects are not followed
-    (a 3xx is a failure); at most ``MAX_RESPONSE_BYTES`` of the answer are read."""
-    parts = urlsplit(target.url)
-    address = f"[{target.address}]" if ":" in target.address else target.address
-    netloc = address + (f":{parts.port}" if parts.port else "")
-    url = urlunsplit(parts._replace(netloc=netloc))
-    extensions = {"sni_hostname": target.host} if parts.scheme == "https" else {}
-    try:
-        async with (
-            asyncio.timeout(seconds),
-            httpx.AsyncClient(timeout=seconds, follow_redirects=False, trust_env=False) as client,
-        ):
-            request = client.build_request(
-                "POST",
-                url,
-                content=body.encode(),
-                headers={**headers, "host": parts.netloc},
-                extensions=extensions,
-            )
-            response = await client.send(request, stream=True)
-            try:
-                read = b""
-                async for chunk in response.aiter_raw():
-                    read += chunk
-                    if len(read) >= MAX_RESPONSE_BYTES:
-                        break
-            finally:
-                await response.aclose()
-    except (TimeoutError, httpx.TimeoutException):
-        return Outcome(False, None, TIMED_OUT.format(seconds=seconds))
-    except httpx.HTTPError:
-        return Outcome(False, None, NO_CONNECTION)
-    snippet = read[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")[:SNIPPET_CHARS]
-    return Outcome(200 <= response.status_code < 300, response.status_code, snippet)
-
-
 @dataclass(frozen=True)
 class Recorded:
     state: str  # the row's new state (``lost``: the row was gone or re-sent meanwhile)
@@ -404,7 +332,7 @@ async def deliver(
     except addresses.Refused as exc:
         outcome = Outcome(False, None, str(exc))
     else:
-        headers = signed_headers(claimed, body, utcnow())
+        headers = signed_headers(claimed.secret, claimed.public_id, body, utcnow())
         outcome = await post(target, body, headers, settings.webhook_timeout_seconds)
     recorded = await record(db, claimed, outcome, settings)
     state = recorded.state
