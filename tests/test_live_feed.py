@@ -4,6 +4,7 @@ and one rendering of each changed row (real database, real templates; statements
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -162,12 +163,33 @@ async def test_an_ask_during_a_read_waits_for_the_next_read(
         early = await first
 
     assert claim is not None
-    claimed = f"id: {claim.change.event_id}\r\n".encode()
+    created, claimed = claim.change.event_id - 1, claim.change.event_id
     # The read in flight took its events before the claim; on PostgreSQL (a snapshot per
-    # statement) its invites may be read after it: a row that shows the claim carries the
-    # claim's event id, so the page takes the next read of that claim for no news.
-    assert (b"estado-enviando" in early[0]) == early[0].startswith(claimed)
-    assert (await late)[0].startswith(claimed)  # the later ask got a read of its own
+    # statement) its invites may be read after it: a row that shows the claim says so in its
+    # data-evento, so the page takes the next read of that claim for no news, but its SSE id
+    # stays the event the read reached: a browser resuming after it misses nothing.
+    assert early[0].startswith(f"id: {created}\r\n".encode())
+    assert (b"estado-enviando" in early[0]) == (f'data-evento="{claimed}"'.encode() in early[0])
+    assert (await late)[0].startswith(f"id: {claimed}\r\n".encode())  # a read of its own
+
+
+async def test_a_stream_far_behind_catches_up_without_another_ring(
+    settings: Settings, db: Database
+) -> None:
+    """A read that came back full is read on from where it stopped (a tab waking up behind a
+    big batch), each invite once, in the order of its newest event."""
+    made = [await _invite(db, "ana", f"c{n}@exemplo.com") for n in range(5)]
+    await transitions.cancel(db, "ana", made[0].public_id)
+    cursor = _cursor(db)
+
+    rows = await LiveFeed(db, CountingRender(settings), limit=2).changes("ana", cursor)
+
+    found = [re.search(rb"c(\d)@exemplo\.com", row) for row in rows]
+    assert [m.group(1) if m else None for m in found] == [b"1", b"2", b"3", b"4", b"0"]
+    ids = [int(row.split(b"\r\n", 1)[0].removeprefix(b"id: ")) for row in rows]
+    assert ids == sorted(ids)
+    # Past every id sent (on PostgreSQL, ids younger than the settle time are remembered).
+    assert all(i <= (cursor.position or 0) or not cursor.is_new(i) for i in ids)
 
 
 @contextmanager

@@ -35,13 +35,15 @@ class Rendered:
     def __init__(self, feed: LiveFeed) -> None:
         self._feed = feed
         self._now = utcnow()
-        self._bytes: dict[tuple[int, int], bytes] = {}
+        self._bytes: dict[tuple[int, int, int], bytes] = {}
 
-    def encoded(self, invite: Invite, event_id: int) -> bytes:
-        key = (invite.id, event_id)
+    def encoded(self, invite: Invite, shown: int, event_id: int) -> bytes:
+        """The row as the event of ``shown`` left it (its ``data-evento``), sent under the SSE id
+        ``event_id``: the event the read reached, which the browser resumes after."""
+        key = (invite.id, shown, event_id)
         found = self._bytes.get(key)
         if found is None:
-            html = self._feed.render(invite, event_id, self._now)
+            html = self._feed.render(invite, shown, self._now)
             found = ServerSentEvent(data=html, event="convite", id=str(event_id)).encode()
             self._bytes[key] = found
         return found
@@ -74,18 +76,32 @@ class LiveFeed:
 
     async def changes(self, sender_id: str, cursor: StreamCursor) -> list[bytes]:
         """Each of the sender's invites changed since ``cursor``, once, as it is now (as SSE
-        bytes, newest event last), and the cursor moved past them."""
-        assert cursor.position is not None
-        answer = await self._read(sender_id, cursor.position)
-        newest: dict[int, tuple[int, Invite]] = {}
-        for event, invite, as_of in answer.pairs:
-            if cursor.is_new(event.id):
-                # The row as read may be newer than this event (changed between the two reads):
-                # labelled with the event it shows, a later read of that event is no news.
-                newest[invite.id] = (max(event.id, as_of or 0), invite)
-        cursor.advance([event for event, _, _ in answer.pairs])
-        ordered = sorted(newest.values(), key=lambda pair: pair[0])
-        return [answer.rendered.encoded(invite, event_id) for event_id, invite in ordered]
+        bytes, in the order of their events), and the cursor moved past them. A full read is
+        read on from where it stopped: a stream far behind catches up without another ring."""
+        newest: dict[int, tuple[int, int, Invite, Rendered]] = {}
+        read: list[EventMark] = []
+        after = cursor.position
+        assert after is not None
+        while True:
+            answer = await self._read(sender_id, after)
+            for event, invite, as_of in answer.pairs:
+                if cursor.is_new(event.id):
+                    # The row as read may be newer than this event (changed between the two
+                    # reads): its data-evento names the newest event it shows, so a later read
+                    # of that event is no news; its SSE id stays the event read, since the
+                    # browser resumes after it and nothing between may be skipped.
+                    shown = max(event.id, as_of or 0)
+                    newest[invite.id] = (event.id, shown, invite, answer.rendered)
+            read += [event for event, _, _ in answer.pairs]
+            if len(answer.pairs) < self.limit:
+                break
+            after = read[-1].id
+        cursor.advance(read)
+        ordered = sorted(newest.values(), key=lambda row: row[0])
+        return [
+            rendered.encoded(invite, shown, event_id)
+            for event_id, shown, invite, rendered in ordered
+        ]
 
     async def _read(self, sender_id: str, after_id: int) -> Answer:
         key = (sender_id, after_id)

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from app.batches import progress, store
 from app.batches.store import Batch
 from app.invites import queries
-from app.invites.records import INVITE, Invite
+from app.invites.records import INVITE, Event, Invite
 from app.web.common import db_of, error_response
 from app.web.events import Stream, cursor_from, serve
 from app.web.identity import identify
@@ -43,17 +43,19 @@ class BatchStream(Stream):
         """Each of the batch's invites changed since the cursor, once, as it is now (the
         batch page's own read: only this page shows these rows together)."""
         newest: dict[int, tuple[int, Invite]] = {}
+        read: list[Event] = []
+        after = self.cursor.position
+        assert after is not None
         while True:
-            assert self.cursor.position is not None
-            position = self.cursor.position
-            pairs = await queries.events_since(self.db, self.sender, position, READ_SIZE)
+            pairs = await queries.events_since(self.db, self.sender, after, READ_SIZE)
             for event, invite in pairs:
                 if invite.batch_id == self.batch.id and self.cursor.is_new(event.id):
                     newest[invite.id] = (event.id, invite)
-            self.cursor.advance([event for event, _ in pairs])
-            # A short read is the end; on PostgreSQL an unsettled tail may hold the cursor.
-            if len(pairs) < READ_SIZE or self.cursor.position == position:
+            read += [event for event, _ in pairs]
+            if len(pairs) < READ_SIZE:  # a short read is the end
                 break
+            after = read[-1].id
+        self.cursor.advance(read)
         ordered = sorted(newest.values(), key=lambda pair: pair[0])
         return [self.row_event(invite, event_id).encode() for event_id, invite in ordered]
 
