@@ -26,12 +26,21 @@ async def test_one_sender_gets_only_its_share_of_the_hour_and_the_others_still_s
         one = (await post_invite(other, "amiga@exemplo.com"))["id"]
         # Deferred jobs stay queued for the next hour: stop once the six have run (no sweep).
         await drain(fair, max_burst_jobs=6, cron_jobs=[])
+        pages = [(await busy.get(f"/convites/{i}", headers=JSON)).json() for i in many]
+        row_html = (await busy.get("/")).text
 
     rows = [await invite_row(db, public_id) for public_id in many]
     assert sorted(row.status for row in rows).count(Status.ENVIADO) == 3  # 3% of 100
     waiting = [row for row in rows if row.status == Status.PENDENTE]
     assert len(waiting) == 2 and all(row.error == SENDER_SHARE_SPENT for row in waiting)
     assert (await invite_row(db, one)).status == Status.ENVIADO
+    # The row says it waits, and why; its history says the send was put off, not that an
+    # attempt failed (no attempt was made).
+    [shown] = [body for body in pages if body["status"] == "pendente"][:1]
+    assert shown["mensagem"] == f"Recebemos o convite para {shown['email']}; o envio foi adiado."
+    assert [e["descricao"] for e in shown["historico"]][-1].startswith("Envio adiado; nova")
+    assert not any("falhou" in e["descricao"] for e in shown["historico"])
+    assert f"{SENDER_SHARE_SPENT} Próxima tentativa às" in row_html
 
 
 async def test_a_sign_in_mail_goes_even_when_the_hour_is_spent(

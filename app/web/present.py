@@ -181,6 +181,13 @@ def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> Status
             f"Recebemos, enviando… A tentativa {failed} para {who} falhou; vamos tentar de novo.",
             f"{invite.error} Próxima tentativa às {local_time(invite.next_attempt_at)}.",
         )
+    if invite.error:
+        # Given back before any byte left (the hourly budget, a worker stopping): it waits.
+        return StatusText(
+            label,
+            f"Recebemos o convite para {who}; o envio foi adiado.",
+            f"{invite.error} Próxima tentativa às {local_time(invite.next_attempt_at)}.",
+        )
     return StatusText(label, f"Recebemos, enviando… (convite para {who})")
 
 
@@ -283,8 +290,8 @@ _REMINDER_EVENTS = {
 }
 
 
-def event_text(event: Event) -> str:
-    """One line of the history: what happened at that moment."""
+def event_text(event: Event, previous: Event | None = None) -> str:
+    """One line of the history: what happened at that moment (``previous``: the line before)."""
     if event.reminder in _REMINDER_EVENTS:
         return _REMINDER_EVENTS[event.reminder](event)
     texts = {
@@ -306,7 +313,11 @@ def event_text(event: Event) -> str:
     if event.status in (Status.RECUSADO, Status.CANCELADO) and event.error:
         return event.error  # the suppression list's reason: nobody clicked Recusar or Cancelar
     if event.status == Status.PENDENTE and event.error:
-        text = f"A tentativa {event.attempt - 1} falhou; nova tentativa marcada"
+        # A claim given back keeps its attempt (the hourly budget, a worker stopping before
+        # any byte left): nothing failed. A retry after a failure is the next attempt.
+        given_back = previous is not None and previous.attempt == event.attempt
+        text = "Envio adiado" if given_back else f"A tentativa {event.attempt - 1} falhou"
+        text += "; nova tentativa marcada"
         if event.next_attempt_at is not None:
             text += f" para {local_time(event.next_attempt_at)}"
     return text
@@ -354,12 +365,14 @@ def invite_detail_json(
     """An invite with its history and bounces: ``GET /api/v1/convites/{id}`` and the ``data`` of
     every webhook delivery (``app.webhooks.deliver``)."""
     body = invite_json(invite, now, slow_after_seconds)
-    body["historico"] = [event_json(event) for event in history]
+    body["historico"] = [
+        event_json(event, history[n - 1] if n else None) for n, event in enumerate(history)
+    ]
     body["devolucoes"] = [bounce_json(bounce) for bounce in bounces]
     return body
 
 
-def event_json(event: Event) -> dict[str, Any]:
+def event_json(event: Event, previous: Event | None = None) -> dict[str, Any]:
     return {
         "id": event.id,
         "status": event.status.value,
@@ -370,5 +383,5 @@ def event_json(event: Event) -> dict[str, Any]:
         else None,
         "em": event.created_at.isoformat(),
         "lembrete": event.reminder,
-        "descricao": event_text(event),
+        "descricao": event_text(event, previous),
     }
