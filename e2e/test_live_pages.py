@@ -20,11 +20,12 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.invites import transitions
+from app.invites.transitions import reminders
 from app.sending.sweep import LEASE_EXPIRED_REASON
 from app.storage.database import Database
 from e2e.conftest import Stack
 from e2e.spoken import assertive, polite, spoken, wait_for_spoken
-from tests.helpers import announce
+from tests.helpers import announce, invite_row
 from tests.services import AppProcess, ScriptedSmtp, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
@@ -609,3 +610,66 @@ def test_an_uncertain_invite_is_never_sent_again_until_the_person_confirms(
         polite(SENT.format(email)),
     ]
     assert_page_was_honest(page)
+
+
+ACCEPTED = "{} aceitou o convite."
+
+
+async def _remind_then_answer(settings: Settings, public_id: str) -> reminders.Reminder:
+    """A worker takes the invite's reminder, and the invitee accepts before it is handed over."""
+    db = Database(settings.database_url)
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        invite = await invite_row(db, public_id)
+        assert await reminders.request(db, invite.sender_id, public_id, min_gap_seconds=0)
+        [claimed] = await reminders.claim_due(
+            db, after_seconds=0, ttl_seconds=settings.invite_ttl_seconds, key=settings.secret_key
+        )
+        assert claimed.token is not None
+        accepted = await transitions.accept(db, claimed.token, settings.invite_ttl_seconds)
+        await announce(redis, [accepted])
+        return claimed
+    finally:
+        await redis.aclose()
+        await db.dispose()
+
+
+async def _reminder_handed_over(settings: Settings, claimed: reminders.Reminder) -> int:
+    """The reminder's outcome: a newer event of a row that now says the same as before."""
+    db = Database(settings.database_url)
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        finished = await reminders.finish(db, claimed.invite, reminders.ReminderStatus.SENT)
+        assert finished is not None
+        await announce(redis, [finished])
+        return finished.event_id
+    finally:
+        await redis.aclose()
+        await db.dispose()
+
+
+def test_a_newer_event_that_changes_nothing_said_is_not_heard_again(
+    page: Page, stack: Stack
+) -> None:
+    email = "joana@exemplo.com"
+    open_home(page)
+    submit(page, email)
+    wait_for_heard(page, polite(SENT.format(email)))
+    public_id = row(page, email).get_attribute("data-convite")
+    assert public_id
+    stack.stop_worker()  # the test is the worker now: it takes the reminder itself
+    wait_for_heard(page, polite(PAUSED))
+    claimed: list[reminders.Reminder] = []
+    in_own_loop(lambda: _keep(claimed, _remind_then_answer(stack.settings, public_id)))
+    wait_for_heard(page, polite(ACCEPTED.format(email)))
+
+    events: list[int] = []
+    in_own_loop(lambda: _keep(events, _reminder_handed_over(stack.settings, claimed[0])))
+    expect(row(page, email)).to_have_attribute("data-evento", str(events[0]))
+    page.wait_for_timeout(1000)  # time for a (wrong) second saying
+
+    assert spoken(page).count(polite(ACCEPTED.format(email))) == 1
+
+
+async def _keep(into: list[object], work: object) -> None:
+    into.append(await work)  # type: ignore[misc]

@@ -88,8 +88,10 @@
     });
   }
 
+  // A row is heard when what it says changes: an older event, or a newer one that says the
+  // same (a reminder's outcome on an answered invite), adds nothing to hear.
   function alreadySaid(mark, event, text) {
-    return mark && (mark.evento > event || (mark.evento === event && mark.texto === text));
+    return mark && (mark.evento > event || mark.texto === text);
   }
 
   // A row new to this tab may be another tab's own action: the stream can reach this tab a

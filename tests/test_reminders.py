@@ -190,6 +190,28 @@ async def test_lembrar_asks_once_and_then_waits_the_gap(
     assert len(mails_to(smtp, "ana@exemplo.com.br")) == 3
 
 
+async def test_an_invite_whose_reminder_is_being_handed_over_cannot_be_cancelled_until_it_left(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    """Cancelling then would say the link is dead while a mail carrying it is going out."""
+    public_id, _ = await invited(client, settings, smtp)
+    invite = await invite_row(db, public_id)
+    assert await reminders.request(db, invite.sender_id, public_id, min_gap_seconds=0)
+    [claimed] = await reminders.claim_due(
+        db, after_seconds=0, ttl_seconds=settings.invite_ttl_seconds, key=settings.secret_key
+    )
+    path = f"/convites/{public_id}/cancelar"
+
+    refused = await client.post(path, headers=await api_headers(client))
+    assert refused.status_code == 409 and refused.json()["status"] == "enviado"
+    assert refused.json()["erro"].startswith("O lembrete deste convite está sendo enviado agora.")
+    assert (await invite_row(db, public_id)).status == Status.ENVIADO
+
+    await reminders.finish(db, claimed.invite, reminders.ReminderStatus.SENT)
+    cancelled = await client.post(path, headers=await api_headers(client))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelado"
+
+
 async def test_lembrar_is_only_for_a_sent_invite(
     client: httpx.AsyncClient, settings: Settings, db: Database
 ) -> None:

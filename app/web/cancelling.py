@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.clock import utcnow
 from app.invites import transitions
 from app.invites.status import CANCELLABLE, Status
+from app.invites.transitions.reminders import ReminderStatus
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import publish_fast
 from app.web.identity import signed_in
@@ -28,13 +29,14 @@ async def cancel(request: Request) -> Response:
         return invite
     change = await transitions.cancel(db_of(request), invite.sender_id, invite.public_id)
     if change is None:
+        busy = None
         if invite.status == Status.ENVIANDO:
-            return error_response(
-                request,
-                409,
-                "Este convite está sendo enviado agora. Tente cancelar de novo em instantes.",
-                status=invite.status.value,
-            )
+            busy = "Este convite está sendo enviado agora."
+        elif invite.reminder_status == ReminderStatus.SENDING:
+            busy = "O lembrete deste convite está sendo enviado agora."
+        if busy is not None:
+            message = f"{busy} Tente cancelar de novo em instantes."
+            return error_response(request, 409, message, status=invite.status.value)
         return not_in_state(request, invite, "cancelar", CANCELLABLE)
     log.info("invite cancelled", extra={"invite": invite.public_id})
     await publish_fast(request, change)

@@ -23,6 +23,7 @@ from app.clock import utcnow
 from app.invites.records import INVITE, Change
 from app.invites.status import ANSWERABLE, CANCELLABLE, EXPIRABLE, Status
 from app.invites.transitions.core import transition, transition_all
+from app.invites.transitions.reminders import ReminderStatus
 from app.storage.database import Database
 from app.storage.tables import invite_links, invites
 
@@ -62,7 +63,8 @@ async def _answer(db: Database, token: str, ttl_seconds: float, answer: Status) 
 
 async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
     """``→ cancelado`` by its sender, before any answer (a later claim loses: never sent);
-    ``None`` when answered, sending right now, or already closed."""
+    ``None`` when answered, sending right now (the invitation or its reminder), or already
+    closed."""
     return await transition(
         db,
         [
@@ -70,6 +72,9 @@ async def cancel(db: Database, sender_id: str, public_id: str) -> Change | None:
             invites.c.sender_id == sender_id,
             invites.c.kind == INVITE,
             invites.c.status.in_([s.value for s in CANCELLABLE]),
+            # A reminder on its way cannot be called back: cancelling now would tell the
+            # sender the link is dead while a mail carrying it is being handed over.
+            invites.c.reminder_status.is_distinct_from(ReminderStatus.SENDING.value),
         ],
         {
             "status": Status.CANCELADO.value,
