@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
+from sqlalchemy import text, update
 
 from app.clock import DISPLAY_TZ, utcnow
 from app.config import Settings
@@ -19,12 +21,14 @@ from app.invites.status import Status
 from app.sending.heartbeat import WORKERS, beat
 from app.sending.pause import pause_sending
 from app.storage.database import Database
-from tests.fixtures import MovableClock, drain, running_app
+from app.storage.tables import invites
+from tests.fixtures import BACKEND, MovableClock, drain, running_app
 from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
 from tests.services import ScriptedSmtp
 from tests.test_cli import run
 from tests.test_health import codes, saude
 from tests.test_metrics import scrape, value
+from tests.waiting import eventually
 
 OPS_TOKEN = "token-de-operacao-bem-comprido"
 OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
@@ -305,3 +309,33 @@ async def test_an_overdue_scheduled_row_says_it_is_leaving_and_its_latency_start
     # From its moment, not from the 202 two days before.
     assert sent("convites_accepted_to_sent_seconds_count") == 1
     assert sent("convites_accepted_to_sent_seconds_bucket", le="60") == 1
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite's one writer runs them in turn")
+async def test_a_reschedule_that_commits_while_the_release_waits_for_the_row_wins(
+    client: httpx.AsyncClient, db: Database, clock: MovableClock
+) -> None:
+    """The release picks due rows in a subquery; a reschedule committed while it waits for the
+    row's lock moves the moment, and the row is checked again as it now is."""
+    created = (await schedule(client, "ana@exemplo.com", utcnow() + timedelta(hours=1))).json()
+    clock.advance(2 * HOUR)  # its moment has come
+    later = utcnow() + timedelta(hours=5)
+    other = await db.writer.connect()
+    moving = await other.begin()
+    await other.execute(
+        update(invites).where(invites.c.public_id == created["id"]).values(send_at=later)
+    )
+    release = asyncio.create_task(transitions.release_due(db))
+
+    async def waits_for_the_row() -> bool:
+        async with db.read() as conn:
+            waiting = await conn.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted"))
+            return bool(waiting.scalar_one())
+
+    await eventually(waits_for_the_row, what="the release waiting for the row's lock")
+    await moving.commit()
+    await other.close()
+
+    assert await release == []
+    invite = await invite_row(db, created["id"])
+    assert (invite.status, invite.send_at) == (Status.AGENDADO, later)

@@ -52,7 +52,14 @@ async def release_due(db: Database, limit: int = 500) -> list[Change]:
     async with db.write() as conn:
         return await conn.run_sync(
             transition_all,
-            [invites.c.id.in_(due), invites.c.status == Status.AGENDADO.value],
+            # The subquery's rows were picked from the statement's snapshot; on PostgreSQL
+            # a reschedule that commits while this waits for a row's lock is only seen by the
+            # conditions on the row itself, so the moment is checked again here.
+            [
+                invites.c.id.in_(due),
+                invites.c.status == Status.AGENDADO.value,
+                invites.c.send_at <= now,
+            ],
             {"status": Status.PENDENTE.value, "next_attempt_at": now, "updated_at": now},
             enqueue=True,
         )
