@@ -80,8 +80,12 @@ async def test_a_scheduled_invite_waits_as_agendado_and_goes_at_its_moment(
     assert [message.rcpt_tos for message in smtp.received] == [["ana@exemplo.com"]]
     shown = (await client.get(f"/convites/{body['id']}", headers=JSON)).json()
     history = [line["descricao"] for line in shown["historico"]]
-    assert history[0] == f"Agendado para {when:%d/%m} às 9h00"
-    assert history[-1] == "Tentativa 1: enviado"
+    assert history == [
+        f"Agendado para {when:%d/%m} às 9h00",
+        "Chegou a hora marcada: na fila para envio",
+        "Tentativa 1: enviando",
+        "Tentativa 1: enviado",
+    ]
 
 
 async def test_a_moment_past_too_far_or_without_offset_is_refused_and_nothing_is_written(

@@ -310,6 +310,8 @@ def event_text(event: Event, previous: Event | None = None) -> str:
         Status.CANCELADO: "Cancelado por você",
     }
     text = texts[event.status]
+    if event.status == Status.PENDENTE and previous and previous.status == Status.AGENDADO:
+        text = "Chegou a hora marcada: na fila para envio"
     if event.status in (Status.RECUSADO, Status.CANCELADO) and event.error:
         return event.error  # the suppression list's reason: nobody clicked Recusar or Cancelar
     if event.status == Status.PENDENTE and event.error:
