@@ -123,6 +123,9 @@ async def test_each_status_change_is_delivered_signed_by_a_real_worker_run(
     assert [step["status"] for step in by_type["convite.pendente"].body["data"]["historico"]] == [
         "pendente"
     ]
+    # Delivered after the mail left, it still says the mail had not left then.
+    assert by_type["convite.pendente"].body["data"]["enviado_em"] is None
+    assert sent.body["data"]["enviado_em"] == sent.body["data"]["historico"][-1]["em"]
     rows = await deliveries(db)
     assert [(row.state, row.status_code, row.attempts) for row in rows] == [
         ("entregue", 200, 1)

@@ -30,6 +30,7 @@ from app.clock import utcnow
 from app.config import Settings
 from app.invites.queries import invite_history
 from app.invites.records import WEBHOOK_MAIL, Change, Event, Invite, NewInvite, record_from
+from app.invites.status import Status
 from app.invites.transitions.sending import create_invites
 from app.logs import correlation_id
 from app.sending.queue import Publisher
@@ -179,12 +180,17 @@ async def claim(db: Database, public_id: str, seconds: float) -> Claimed | None:
 
 async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> str:
     """The body ``{"type", "timestamp", "data"}``: ``data`` is the invite as
-    ``GET /api/v1/convites/{id}`` gives it, as it stood at this event (its status, attempt and
-    error, the history up to it and the bounces received by then)."""
+    ``GET /api/v1/convites/{id}`` gives it, as it stood at this event: what the history holds
+    (its status, attempt and error, when the mail left, its reminder, the history up to it and
+    the bounces received by then) is taken from it; the rest (address, name, occasion) is the
+    row's now."""
     async with db.read() as conn:
         row = (await conn.execute(select(invites).where(invites.c.id == claimed.invite_id))).one()
     history = [e for e in await invite_history(db, claimed.invite_id) if e.id <= claimed.event_id]
     event: Event = history[-1]
+    sent = [e for e in history if e.status == Status.ENVIADO and e.reminder is None]
+    # A reminder belongs to the send it followed (a new send starts without one).
+    reminded = [e for e in history if e.reminder is not None and (not sent or e.id > sent[-1].id)]
     invite = dataclasses.replace(
         record_from(Invite, row),
         status=event.status,
@@ -192,6 +198,10 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
         error=event.error,
         next_attempt_at=event.next_attempt_at,
         updated_at=event.created_at,
+        sent_at=sent[-1].created_at if sent else None,
+        reminder_status=reminded[-1].reminder if reminded else None,
+        reminded_at=reminded[-1].created_at if reminded else None,
+        reminder_requested_at=None,
     )
     bounces = [
         b for b in await bounces_of(db, claimed.invite_id) if b.received_at <= event.created_at
