@@ -402,6 +402,12 @@ def test_private_receivers_cannot_be_allowed_in_production() -> None:
         ("fc00::1", False),
         ("::ffff:127.0.0.1", False),
         ("ff02::1", False),
+        ("fec0::1", False),  # site-local
+        ("2002:7f00:1::1", False),  # 6to4 around 127.0.0.1
+        ("2002:a00:1::1", False),  # 6to4 around 10.0.0.1
+        ("2002:5db8:d70e::1", True),  # 6to4 around 93.184.215.14
+        ("2001:0:7f00:1::f5ff:fffe", False),  # Teredo: server 127.0.0.1, client 10.0.0.1
+        ("2001:0:5db8:d70e::a3ff:fffe", False),  # Teredo: server and client both public
     ],
 )
 def test_only_public_addresses_pass_the_guard(address: str, public: bool) -> None:

@@ -60,8 +60,14 @@ def check_form(url: str, *, allow_private: bool) -> str:
 def is_public(address: str) -> bool:
     """Whether connecting to ``address`` reaches the public internet only."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10: deprecated, but still routed inside some networks
+            return False
+        # An IPv6 address that carries an IPv4 one reaches that IPv4 one: judge it instead.
+        # (Teredo, 2001::/32, needs no unwrapping: ``is_private`` refuses all of 2001::/23.)
+        wrapped = ip.ipv4_mapped or ip.sixtofour
+        if wrapped is not None:
+            return is_public(str(wrapped))
     return not (
         ip.is_private
         or ip.is_loopback
