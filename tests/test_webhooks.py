@@ -22,7 +22,7 @@ from app.invites.records import WEBHOOK_MAIL
 from app.storage.database import Database
 from app.storage.tables import invites, webhook_deliveries, webhooks
 from app.web import webhooks as webhook_pages
-from app.webhooks import addresses, deliver
+from app.webhooks import addresses, deliver, post
 from app.webhooks.post import Outcome
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
@@ -316,6 +316,75 @@ async def test_a_url_that_turned_private_is_refused_at_delivery(
     assert await deliver.deliver(db, row.public_id, guarded) == "pendente"
     [row] = await deliveries(db)
     assert row.snippet == addresses.PRIVATE and receiver.received == []
+
+
+async def test_urls_a_delivery_could_not_send_are_refused_at_registration(
+    client: httpx.AsyncClient,
+) -> None:
+    key = await new_key(client)
+    for url, message in (
+        ("http://127.0.0.1:9/a\x7fb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a\u200bb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a b", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a\tb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:0/", addresses.BAD_PORT),
+        ("https://1.1.1.1:0/", addresses.BAD_PORT),
+        ("http://é_x.com/", addresses.NOT_A_URL),  # no IDNA form: only httpx says so
+        ("http://127.0.0.1:99999/", addresses.NOT_A_URL),
+        # Short enough as typed, too long for its column once percent-encoded.
+        ("http://127.0.0.1:9/" + "ç" * 400, addresses.NOT_A_URL),
+    ):
+        refused = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
+        assert refused.status_code == 422, url
+        assert refused.json()["campos"] == {"url": message}, url
+    form = await client.get("/conta/webhooks")
+    refused = await client.post(
+        "/conta/webhooks",
+        data={"csrf_token": page_token(form.text), "url": "http://127.0.0.1:9/a\x7fb"},
+    )
+    assert refused.status_code == 422 and addresses.BAD_CHARACTER in refused.text
+    assert (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"] == []
+
+
+def test_a_non_ascii_host_is_kept_in_idna() -> None:
+    """What is kept is what httpx sends: the host in IDNA, the path percent-encoded."""
+    kept = addresses.check_form("https://Exámple.com/caminho/ç", allow_private=False)
+    assert kept == "https://xn--exmple-qta.com/caminho/%C3%A7"
+
+
+async def test_a_row_whose_url_cannot_be_sent_ends_as_a_recorded_failure(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    """A webhook kept before its URL's form was checked this closely: each attempt is recorded
+    as failed (not left claimed), so the delivery ends and the webhook is disabled."""
+    settings = local(settings, webhook_retry_backoff_seconds=(), webhook_max_failures=1)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "ivo@exemplo.com"}, headers=bearer(key))
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(url="http://127.0.0.1:9/a\x7fb"))
+    [row] = await deliveries(db)
+    assert await deliver.deliver(db, row.public_id, settings) == "falhou"
+    [row] = await deliveries(db)
+    assert (row.state, row.attempts, row.snippet) == ("falhou", 1, addresses.BAD_CHARACTER)
+    async with db.read() as conn:
+        assert (await conn.execute(select(webhooks.c.disabled_at))).scalar_one() is not None
+
+
+async def test_an_attempt_that_breaks_unexpectedly_is_a_recorded_failed_attempt(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    """A secret the signer cannot read (a row damaged by hand) stands for anything that breaks
+    while the request is built or sent: the attempt is recorded, never left claimed."""
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "jo@exemplo.com"}, headers=bearer(key))
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(secret="whsec_!!!"))
+    [row] = await deliveries(db)
+    assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.attempts, row.leased_until, row.snippet) == (1, None, post.UNEXPECTED)
+    assert receiver.received == []
 
 
 async def test_webhooks_are_listed_and_deleted_only_by_their_account(
