@@ -387,6 +387,32 @@ async def test_an_attempt_that_breaks_unexpectedly_is_a_recorded_failed_attempt(
     assert receiver.received == []
 
 
+async def test_dns_counts_within_the_attempts_timeout(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resolver that never answers: the event loop's ``getaddrinfo`` (which hands the OS
+    resolver to a thread, beyond any timeout of ours) is replaced by one that waits forever,
+    standing in for a hung DNS server."""
+    settings = local(settings, webhook_timeout_seconds=0.5)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "lia@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+
+    async def never_answers(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", never_answers)
+    async with asyncio.timeout(10):  # a backstop, so a missing budget fails instead of hanging
+        assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.status_code, row.snippet) == (None, "Sem resposta dentro de 0.5 s.")
+    assert receiver.received == []
+
+
 async def test_webhooks_are_listed_and_deleted_only_by_their_account(
     settings: Settings,
     db: Database,
