@@ -20,9 +20,9 @@ from sqlalchemy import select, update
 from app.config import ConfigError, Settings, load_settings
 from app.invites.records import WEBHOOK_MAIL
 from app.storage.database import Database
-from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 from app.web import webhooks as webhook_pages
-from app.webhooks import addresses, deliver, post
+from app.webhooks import addresses, deliver, post, store
 from app.webhooks.post import Outcome
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
@@ -411,6 +411,45 @@ async def test_dns_counts_within_the_attempts_timeout(
     [row] = await deliveries(db)
     assert (row.status_code, row.snippet) == (None, "Sem resposta dentro de 0.5 s.")
     assert receiver.received == []
+
+
+async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.AsyncClient) -> None:
+    key = await new_key(client)
+
+    async def make(path: str) -> httpx.Response:
+        return await client.post(
+            "/api/v1/webhooks", json={"url": f"http://127.0.0.1:9/{path}"}, headers=bearer(key)
+        )
+
+    for n in range(store.MAX_PER_ACCOUNT - 2):
+        assert (await make(f"h{n}")).status_code == 201
+    # The last two places, asked for eight times at once (each in its own transaction): two
+    # get one, on PostgreSQL too, where nothing but the account's row lock keeps them apart.
+    async with db.read() as conn:
+        query = select(accounts.c.id).where(accounts.c.email == SENDER)
+        account_id = (await conn.execute(query)).scalar_one()
+    made = await asyncio.gather(
+        *(store.create(db, account_id, f"http://127.0.0.1:9/x{n}") for n in range(8))
+    )
+    assert sum(answer is not None for answer in made) == 2
+    refused = await make("mais")
+    assert refused.status_code == 422
+    assert refused.json() == {"erro": webhook_pages.TOO_MANY}
+    form = await client.get("/conta/webhooks")
+    on_page = await client.post(
+        "/conta/webhooks",
+        data={"csrf_token": page_token(form.text), "url": "http://127.0.0.1:9/mais"},
+    )
+    assert on_page.status_code == 422 and webhook_pages.TOO_MANY in on_page.text
+    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    assert len(listed) == store.MAX_PER_ACCOUNT
+
+    # A disabled one still counts (Reenviar enables it again); deleting one frees its place.
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(disabled_at=webhooks.c.created_at))
+    assert (await make("mais")).status_code == 422
+    await client.delete(f"/api/v1/webhooks/{listed[0]['id']}", headers=bearer(key))
+    assert (await make("mais")).status_code == 201
 
 
 async def test_webhooks_are_listed_and_deleted_only_by_their_account(
