@@ -20,9 +20,9 @@ from sqlalchemy import select, update
 from app.config import ConfigError, Settings, load_settings
 from app.invites.records import WEBHOOK_MAIL
 from app.storage.database import Database
-from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 from app.web import webhooks as webhook_pages
-from app.webhooks import addresses, deliver
+from app.webhooks import addresses, deliver, post, store
 from app.webhooks.post import Outcome
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
@@ -321,6 +321,140 @@ async def test_a_url_that_turned_private_is_refused_at_delivery(
     assert row.snippet == addresses.PRIVATE and receiver.received == []
 
 
+async def test_urls_a_delivery_could_not_send_are_refused_at_registration(
+    client: httpx.AsyncClient,
+) -> None:
+    key = await new_key(client)
+    for url, message in (
+        ("http://127.0.0.1:9/a\x7fb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a\u200bb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a b", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:9/a\tb", addresses.BAD_CHARACTER),
+        ("http://127.0.0.1:0/", addresses.BAD_PORT),
+        ("https://1.1.1.1:0/", addresses.BAD_PORT),
+        ("http://é_x.com/", addresses.NOT_A_URL),  # no IDNA form: only httpx says so
+        ("http://127.0.0.1:99999/", addresses.NOT_A_URL),
+        # Short enough as typed, too long for its column once percent-encoded.
+        ("http://127.0.0.1:9/" + "ç" * 400, addresses.NOT_A_URL),
+    ):
+        refused = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
+        assert refused.status_code == 422, url
+        assert refused.json()["campos"] == {"url": message}, url
+    form = await client.get("/conta/webhooks")
+    refused = await client.post(
+        "/conta/webhooks",
+        data={"csrf_token": page_token(form.text), "url": "http://127.0.0.1:9/a\x7fb"},
+    )
+    assert refused.status_code == 422 and addresses.BAD_CHARACTER in refused.text
+    assert (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"] == []
+
+
+def test_a_non_ascii_host_is_kept_in_idna() -> None:
+    """What is kept is what httpx sends: the host in IDNA, the path percent-encoded."""
+    kept = addresses.check_form("https://Exámple.com/caminho/ç", allow_private=False)
+    assert kept == "https://xn--exmple-qta.com/caminho/%C3%A7"
+
+
+async def test_a_row_whose_url_cannot_be_sent_ends_as_a_recorded_failure(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    """A webhook kept before its URL's form was checked this closely: each attempt is recorded
+    as failed (not left claimed), so the delivery ends and the webhook is disabled."""
+    settings = local(settings, webhook_retry_backoff_seconds=(), webhook_max_failures=1)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "ivo@exemplo.com"}, headers=bearer(key))
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(url="http://127.0.0.1:9/a\x7fb"))
+    [row] = await deliveries(db)
+    assert await deliver.deliver(db, row.public_id, settings) == "falhou"
+    [row] = await deliveries(db)
+    assert (row.state, row.attempts, row.snippet) == ("falhou", 1, addresses.BAD_CHARACTER)
+    async with db.read() as conn:
+        assert (await conn.execute(select(webhooks.c.disabled_at))).scalar_one() is not None
+
+
+async def test_an_attempt_that_breaks_unexpectedly_is_a_recorded_failed_attempt(
+    settings: Settings, db: Database, client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    """A secret the signer cannot read (a row damaged by hand) stands for anything that breaks
+    while the request is built or sent: the attempt is recorded, never left claimed."""
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "jo@exemplo.com"}, headers=bearer(key))
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(secret="whsec_!!!"))
+    [row] = await deliveries(db)
+    assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.attempts, row.leased_until, row.snippet) == (1, None, post.UNEXPECTED)
+    assert receiver.received == []
+
+
+async def test_dns_counts_within_the_attempts_timeout(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resolver that never answers: the event loop's ``getaddrinfo`` (which hands the OS
+    resolver to a thread, beyond any timeout of ours) is replaced by one that waits forever,
+    standing in for a hung DNS server."""
+    settings = local(settings, webhook_timeout_seconds=0.5)
+    key, _ = await register(client, receiver)
+    await client.post("/api/v1/convites", json={"email": "lia@exemplo.com"}, headers=bearer(key))
+    [row] = await deliveries(db)
+
+    async def never_answers(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", never_answers)
+    async with asyncio.timeout(10):  # a backstop, so a missing budget fails instead of hanging
+        assert await deliver.deliver(db, row.public_id, settings) == "pendente"
+    [row] = await deliveries(db)
+    assert (row.status_code, row.snippet) == (None, "Sem resposta dentro de 0.5 s.")
+    assert receiver.received == []
+
+
+async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.AsyncClient) -> None:
+    key = await new_key(client)
+
+    async def make(path: str) -> httpx.Response:
+        return await client.post(
+            "/api/v1/webhooks", json={"url": f"http://127.0.0.1:9/{path}"}, headers=bearer(key)
+        )
+
+    for n in range(store.MAX_PER_ACCOUNT - 2):
+        assert (await make(f"h{n}")).status_code == 201
+    # The last two places, asked for eight times at once (each in its own transaction): two
+    # get one, on PostgreSQL too, where nothing but the account's row lock keeps them apart.
+    async with db.read() as conn:
+        query = select(accounts.c.id).where(accounts.c.email == SENDER)
+        account_id = (await conn.execute(query)).scalar_one()
+    made = await asyncio.gather(
+        *(store.create(db, account_id, f"http://127.0.0.1:9/x{n}") for n in range(8))
+    )
+    assert sum(answer is not None for answer in made) == 2
+    refused = await make("mais")
+    assert refused.status_code == 422
+    assert refused.json() == {"erro": webhook_pages.TOO_MANY}
+    form = await client.get("/conta/webhooks")
+    on_page = await client.post(
+        "/conta/webhooks",
+        data={"csrf_token": page_token(form.text), "url": "http://127.0.0.1:9/mais"},
+    )
+    assert on_page.status_code == 422 and webhook_pages.TOO_MANY in on_page.text
+    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    assert len(listed) == store.MAX_PER_ACCOUNT
+
+    # A disabled one still counts (Reenviar enables it again); deleting one frees its place.
+    async with db.write() as conn:
+        await conn.execute(update(webhooks).values(disabled_at=webhooks.c.created_at))
+    assert (await make("mais")).status_code == 422
+    await client.delete(f"/api/v1/webhooks/{listed[0]['id']}", headers=bearer(key))
+    assert (await make("mais")).status_code == 201
+
+
 async def test_webhooks_are_listed_and_deleted_only_by_their_account(
     settings: Settings,
     db: Database,
@@ -405,6 +539,12 @@ def test_private_receivers_cannot_be_allowed_in_production() -> None:
         ("fc00::1", False),
         ("::ffff:127.0.0.1", False),
         ("ff02::1", False),
+        ("fec0::1", False),  # site-local
+        ("2002:7f00:1::1", False),  # 6to4 around 127.0.0.1
+        ("2002:a00:1::1", False),  # 6to4 around 10.0.0.1
+        ("2002:5db8:d70e::1", True),  # 6to4 around 93.184.215.14
+        ("2001:0:7f00:1::f5ff:fffe", False),  # Teredo: server 127.0.0.1, client 10.0.0.1
+        ("2001:0:5db8:d70e::a3ff:fffe", False),  # Teredo: server and client both public
     ],
 )
 def test_only_public_addresses_pass_the_guard(address: str, public: bool) -> None:

@@ -30,6 +30,10 @@ DISABLED = (
     "Um webhook foi desativado depois de entregas seguidas com falha. Confira o servidor que "
     "recebe os eventos e use Reenviar numa entrega com falha para reativá-lo."
 )
+TOO_MANY = (
+    f"Esta conta já tem {store.MAX_PER_ACCOUNT} webhooks, o máximo. Exclua um que não usa mais "
+    "para cadastrar outro."
+)
 NOTICES = {"excluido": REMOVED, "reenviada": RESENT}
 
 
@@ -100,7 +104,8 @@ async def show(request: Request) -> Response:
 @signed_in
 async def create(request: Request) -> Response:
     """POST /conta/webhooks (and POST /api/v1/webhooks): a new webhook; its secret, once (201).
-    The URL is checked after DNS here, and again at every delivery."""
+    The URL is checked after DNS here, and again at every delivery; an account with
+    ``store.MAX_PER_ACCOUNT`` webhooks is refused (422)."""
     try:
         data = await read_body(request)
     except BadBody as exc:
@@ -117,7 +122,12 @@ async def create(request: Request) -> Response:
                 {"erro": "Confira os campos.", "campos": {"url": str(exc)}}, status_code=422
             )
         return await _page(request, error=str(exc), url=given[:2000], status_code=422)
-    hook, secret = await store.create(db_of(request), request.state.account.id, target.url)
+    made = await store.create(db_of(request), request.state.account.id, target.url)
+    if made is None:
+        if wants_json(request):
+            return JSONResponse({"erro": TOO_MANY}, status_code=422)
+        return await _page(request, error=TOO_MANY, url=given[:2000], status_code=422)
+    hook, secret = made
     if wants_json(request):
         return JSONResponse({"id": hook.public_id, "url": hook.url, "secret": secret}, 201)
     return await _page(request, created=(hook, secret), status_code=201)

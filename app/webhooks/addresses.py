@@ -6,7 +6,8 @@ address its host resolves to must be a public one: not loopback, private, link-l
 metadata service lives there), multicast, reserved or unspecified. The check runs at registration
 and again at every delivery, after DNS (a name can be pointed elsewhere later), and the delivery
 then connects to the very address that was checked (``Target``), so a second lookup cannot swap
-it.
+it. The URL kept is the one ``httpx`` would send: a non-ASCII host is written in IDNA
+(``xn--…``), so a delivery never meets a URL it cannot encode.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
+
 MAX_URL_CHARS = 2000
 
 NOT_A_URL = "Informe um endereço completo, começando com https://."
 NOT_HTTPS = "O endereço do webhook precisa começar com https://."
+BAD_CHARACTER = (
+    "O endereço tem espaços ou caracteres invisíveis. Copie-o de novo, sem eles, e tente outra vez."
+)
+BAD_PORT = "A porta do endereço precisa ser um número de 1 a 65535."
 PRIVATE = (
     "Este endereço aponta para uma rede interna ou reservada; use um endereço público na internet."
 )
@@ -41,17 +48,28 @@ class Target:
 
 
 def check_form(url: str, *, allow_private: bool) -> str:
-    """``url`` if its form is acceptable (scheme, host, length); raises ``Refused``."""
+    """``url`` as ``httpx`` writes it (IDNA host, percent-encoded path) if its form is
+    acceptable (characters, scheme, host, port, length); raises ``Refused``."""
     url = url.strip()
     if not url or len(url) > MAX_URL_CHARS:
         raise Refused(NOT_A_URL)
+    # A control character or an inner space would make every delivery fail to build its
+    # request; pasted text carries them unseen, so say so rather than "not a URL".
+    if any(not char.isprintable() or char.isspace() for char in url):
+        raise Refused(BAD_CHARACTER)
     try:
+        # What httpx cannot parse it cannot send: refused here, not at every delivery.
+        url = str(httpx.URL(url))
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (a bad port raises here)
-    except ValueError:
+        port = parts.port  # a port that is not a number, or above 65535, raises here
+    except (httpx.InvalidURL, ValueError):
         raise Refused(NOT_A_URL) from None
+    if len(url) > MAX_URL_CHARS:  # IDNA and percent-encoding make it longer
+        raise Refused(NOT_A_URL)
     if parts.scheme not in ("https", "http") or not parts.hostname or parts.username:
         raise Refused(NOT_A_URL)
+    if port == 0:  # no server listens there; the POST would go to the scheme's port instead
+        raise Refused(BAD_PORT)
     if parts.scheme != "https" and not allow_private:
         raise Refused(NOT_HTTPS)
     return url
@@ -60,8 +78,14 @@ def check_form(url: str, *, allow_private: bool) -> str:
 def is_public(address: str) -> bool:
     """Whether connecting to ``address`` reaches the public internet only."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10: deprecated, but still routed inside some networks
+            return False
+        # An IPv6 address that carries an IPv4 one reaches that IPv4 one: judge it instead.
+        # (Teredo, 2001::/32, needs no unwrapping: ``is_private`` refuses all of 2001::/23.)
+        wrapped = ip.ipv4_mapped or ip.sixtofour
+        if wrapped is not None:
+            return is_public(str(wrapped))
     return not (
         ip.is_private
         or ip.is_loopback

@@ -4,16 +4,19 @@ The rows are written with the status change itself (``app.invites.transitions.co
 worker's sweep puts the due ones on the queue (``publish_due``, arq's ``enqueue_job``, a new job
 id each time); the job ``deliver_webhook`` claims its row with a conditional UPDATE (two workers
 never hold one row at once), checks the URL again after DNS (``app.webhooks.addresses``), then
-signs and POSTs the body (``app.webhooks.post``). A non-2xx, a timeout or a connection error is
-retried after ``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the same ``webhook-id`` and the same body
-(frozen at the first attempt) every time; once the steps run out the row is ``falhou``, and
-after ``WEBHOOK_MAX_FAILURES`` failed deliveries in a row the webhook is disabled and its owner
-mailed once (a ``WEBHOOK_MAIL`` row, sent by the workers like a sign-in link). Nothing here can
-hold up or undo an invite's transition: it only ever reads what they committed.
+signs and POSTs the body (``app.webhooks.post``), DNS and POST within one
+``WEBHOOK_TIMEOUT_SECONDS``. A non-2xx, a timeout, a connection error or anything else that
+stops the attempt is recorded and retried after ``WEBHOOK_RETRY_BACKOFF_SECONDS``, with the
+same ``webhook-id`` and the same body (frozen at the first attempt) every time; once the steps
+run out the row is ``falhou``, and after ``WEBHOOK_MAX_FAILURES`` failed deliveries in a row
+the webhook is disabled and its owner mailed once (a ``WEBHOOK_MAIL`` row, sent by the workers
+like a sign-in link). Nothing here can hold up or undo an invite's transition: it only ever
+reads what they committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -38,7 +41,7 @@ from app.storage.database import Database
 from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 from app.web.present import invite_detail_json
 from app.webhooks import addresses
-from app.webhooks.post import Outcome, post, signed_headers
+from app.webhooks.post import TIMED_OUT, UNEXPECTED, Outcome, post, signed_headers
 from app.webhooks.store import ENTREGUE, FALHOU, PENDENTE
 
 log = logging.getLogger(__name__)
@@ -325,6 +328,31 @@ async def _disable_if_spent(
     return change
 
 
+async def attempt(claimed: Claimed, body: str, settings: Settings) -> Outcome:
+    """Check the URL after DNS, sign and POST: what came of it, always an ``Outcome``.
+
+    DNS is inside the attempt's ``WEBHOOK_TIMEOUT_SECONDS`` (the OS resolver has no timeout of
+    ours, and a hung one would hold the claim until its lease runs out). Anything else that
+    goes wrong (a row written before a check existed, a corrupt secret) is a failed attempt,
+    recorded and retried like a refused connection: raising here would leave the row claimed,
+    unrecorded, its attempts climbing and its webhook never disabled."""
+    seconds = settings.webhook_timeout_seconds
+    try:
+        async with asyncio.timeout(seconds):
+            target = await addresses.resolve(
+                claimed.url, allow_private=settings.webhook_allow_private_networks
+            )
+            headers = signed_headers(claimed.secret, claimed.public_id, body, utcnow())
+            return await post(target, body, headers, seconds)
+    except addresses.Refused as exc:
+        return Outcome(False, None, str(exc))
+    except TimeoutError:
+        return Outcome(False, None, TIMED_OUT.format(seconds=seconds))
+    except Exception:
+        log.exception("webhook attempt failed unexpectedly", extra={"delivery": claimed.public_id})
+        return Outcome(False, None, UNEXPECTED)
+
+
 async def deliver(
     db: Database, public_id: str, settings: Settings, publisher: Publisher | None = None
 ) -> str:
@@ -335,15 +363,7 @@ async def deliver(
     if claimed is None:
         return "not claimed"
     body = await frozen_body(db, claimed, settings.slow_after_seconds)
-    try:
-        target = await addresses.resolve(
-            claimed.url, allow_private=settings.webhook_allow_private_networks
-        )
-    except addresses.Refused as exc:
-        outcome = Outcome(False, None, str(exc))
-    else:
-        headers = signed_headers(claimed.secret, claimed.public_id, body, utcnow())
-        outcome = await post(target, body, headers, settings.webhook_timeout_seconds)
+    outcome = await attempt(claimed, body, settings)
     recorded = await record(db, claimed, outcome, settings)
     state = recorded.state
     if recorded.notice is not None and publisher is not None:

@@ -18,6 +18,7 @@ MAX_RESPONSE_BYTES = 16 * 1024
 SNIPPET_CHARS = 200
 TIMED_OUT = "Sem resposta dentro de {seconds:g} s."
 NO_CONNECTION = "Não foi possível conectar ao endereço."
+UNEXPECTED = "Não foi possível montar ou enviar a requisição para este endereço."
 USER_AGENT = "Convites-Webhooks/1"
 
 

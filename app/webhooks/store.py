@@ -2,7 +2,8 @@
 
 The secret (``whsec_`` + 24 random bytes, base64, as Standard Webhooks writes it) is shown once,
 at creation, and kept as it is: signing every delivery needs it (SECURITY.md says what that
-means). Deleting a webhook deletes its deliveries with it.
+means). Deleting a webhook deletes its deliveries with it. An account has at most
+``MAX_PER_ACCOUNT`` webhooks.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from sqlalchemy import delete, func, insert, select, update
 from app.clock import utcnow
 from app.invites.records import record_from
 from app.storage.database import Database
-from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks gives secrets)
 #: Deliveries shown per webhook on its page, newest first.
 RECENT = 20
+#: Webhooks an account may have, disabled ones included (**Reenviar** enables one again without
+#: asking): every status change writes one delivery row per webhook in the change's own
+#: transaction, so this bounds what one invite's transition writes.
+MAX_PER_ACCOUNT = 10
 
 PENDENTE = "pendente"
 ENTREGUE = "entregue"
@@ -60,10 +65,19 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
-async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]:
-    """A new webhook of the account; its row and its secret (the only time it is given)."""
+async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str] | None:
+    """A new webhook of the account; its row and its secret (the only time it is given).
+    ``None``: the account already has ``MAX_PER_ACCOUNT``."""
     secret = new_secret()
     async with db.write() as conn:
+        # Two creations at once must not both count nine: on PostgreSQL the account's row is
+        # locked until the commit (SQLite's writers already take the lock at BEGIN IMMEDIATE).
+        await conn.execute(
+            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
+        )
+        count = select(func.count()).where(webhooks.c.account_id == account_id)
+        if (await conn.execute(count)).scalar_one() >= MAX_PER_ACCOUNT:
+            return None
         row = (
             await conn.execute(
                 insert(webhooks)
