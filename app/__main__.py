@@ -103,13 +103,19 @@ def _pause(args: argparse.Namespace) -> int:
 def _forget(email: str) -> int:
     import asyncio
 
-    from app.consent.erasure import forget, report
+    from app.consent.erasure import NotAnAddress, address_to_forget, forget, report
     from app.storage.database import Database
+
+    try:
+        address_to_forget(email)  # refused before the database is opened
+    except NotAnAddress as exc:
+        print(f"Endereço inválido, nada foi apagado: {exc}", file=sys.stderr)
+        return 2
 
     async def run() -> str:
         db = Database(load_settings().database_url)
         try:
-            return report(email, await forget(db, email))
+            return report(email.strip(), await forget(db, email))
         finally:
             await db.dispose()
 

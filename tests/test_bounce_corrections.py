@@ -126,6 +126,41 @@ async def test_a_bad_corrected_address_is_refused_like_a_new_invite_and_changes_
     assert (await invite_row(db, created["id"])).status == Status.DEVOLVIDO
 
 
+async def test_a_correction_to_an_address_already_invited_again_is_refused_with_409(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+    smtp: ScriptedSmtp,
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+    again = await post_invite(client, "ana@exemplo.com")  # the right address, invited anew
+    url = f"/convites/{created['id']}/corrigir"
+    token = page_token((await client.get(f"/convites/{created['id']}")).text)
+
+    as_json = await client.post(
+        url, json={"email": "ana@exemplo.com"}, headers=await api_headers(client)
+    )
+    as_form = await client.post(url, data={"email": "ana@exemplo.com", "csrf_token": token})
+    await drain(settings)
+
+    assert as_json.status_code == 409
+    assert as_json.json()["erro"].startswith("Você já convidou ana@exemplo.com")
+    assert as_json.json()["convite"] == f"/convites/{again['id']}"
+    assert as_form.status_code == 409
+    assert f'<a href="/convites/{again["id"]}">Ver o convite existente</a>' in as_form.text
+    refused = await invite_row(db, created["id"])
+    assert (refused.status, refused.email, refused.attempt) == (
+        Status.DEVOLVIDO,
+        "ana@exemplo.con",
+        1,
+    )
+    assert [message.rcpt_tos for message in smtp.received] == [
+        ["ana@exemplo.con"],
+        ["ana@exemplo.com"],
+    ]
+
+
 async def test_only_a_devolvido_invite_can_be_corrected(
     client: httpx.AsyncClient, settings: Settings, db: Database
 ) -> None:

@@ -96,6 +96,24 @@ async def test_retry_sends_again_only_the_failures_whose_reason_matches(
     assert (await invite_row(db, ids["554"])).status == Status.FALHOU
 
 
+async def test_retry_says_how_many_it_left_out_for_an_address_invited_again(
+    client: httpx.AsyncClient, settings: Settings, db: Database, smtp: ScriptedSmtp
+) -> None:
+    smtp.always("550 5.1.1 No such user")
+    stopped = (await post_invite(client, "x@exemplo.com"))["id"]
+    await drain(settings)
+    await post_invite(client, "x@exemplo.com")  # the sender invited the address again
+
+    result = run(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "0 convites voltaram para a fila.",
+        "1 convite ficou de fora: o remetente já tem outro convite a caminho do mesmo endereço.",
+    ]
+    assert (await invite_row(db, stopped)).status == Status.FALHOU
+
+
 def test_retry_refuses_a_status_that_cannot_be_sent_again(settings: Settings) -> None:
     result = run(settings, "retry", "--status", "enviado")
 

@@ -18,7 +18,7 @@ from app.config import Settings
 from app.consent import suppression
 from app.invites.status import Status
 from app.storage.database import Database
-from app.storage.tables import sessions, webhook_deliveries
+from app.storage.tables import bounces, sessions, webhook_deliveries
 from tests.api_keys import bearer, new_key
 from tests.fixtures import BACKEND, app_client, drain, process_env
 from tests.helpers import (
@@ -44,6 +44,11 @@ def forget(settings: Settings, email: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+async def bounce_count(db: Database) -> int:
+    async with db.read() as conn:
+        return int((await conn.execute(select(func.count()).select_from(bounces))).scalar_one())
 
 
 def database_files(settings: Settings) -> list[Path]:
@@ -184,3 +189,65 @@ async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings)
     done = forget(settings, "ninguem@exemplo.com")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Nada encontrado para ninguem@exemplo.com: nenhum dado a apagar.\n"
+
+
+async def test_a_stray_space_erases_what_the_clean_address_does(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    await post_invite(client, ANA, "Ana")
+    # A 5.1.1 bounce put her on the list; an erasure drops such an entry (only an opt-out
+    # stays, as its hash): the spaced address must do that and erase her invite too.
+    await suppression.suppress(db, ANA, suppression.Reason.BOUNCED)
+
+    done = forget(settings, f" {ANA} ")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"Apagado tudo o que havia de {ANA}:",
+        "  convites e e-mails de acesso: 1",
+        "  entradas na lista de supressão: 1",
+        "  envios na fila (outbox): 1",
+        "  eventos: 1",
+    ]
+    assert (await rows_naming(db, ANA))["invites"] == 0
+
+
+async def test_a_unicode_domain_finds_the_invites_stored_with_its_idna_form(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    created = await post_invite(client, "ana@ação.com.br")
+    stored = (await invite_row(db, created["id"])).email
+    assert stored == "ana@xn--ao-siap.com.br"
+
+    done = forget(settings, "ana@AÇÃO.com.br")
+
+    assert done.returncode == 0, done.stderr
+    assert "  convites e e-mails de acesso: 1" in done.stdout.splitlines()
+    assert (await rows_naming(db, stored))["invites"] == 0
+
+
+async def test_something_that_is_no_address_is_refused_and_nothing_is_touched(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+) -> None:
+    created = await post_invite(client, "bia@exemplo.con")
+    await drain(settings)
+    invite = await invite_row(db, created["id"])
+    raw = bounce_sample("gmail.eml", invite, settings)
+    await send_bounce(bounce_port, raw, verp_address(settings, invite.public_id))
+    assert await bounce_count(db) == 1
+
+    # An empty address is contained in every text: it would match every bounce.
+    blank = forget(settings, "  ")
+    broken = forget(settings, "ana@")
+
+    for refused in (blank, broken):
+        assert refused.returncode == 2
+        assert refused.stdout == ""
+        assert refused.stderr.startswith("Endereço inválido, nada foi apagado: ")
+    assert "Informe o e-mail a apagar." in blank.stderr
+    assert "Este e-mail não parece válido." in broken.stderr
+    assert await bounce_count(db) == 1
+    assert (await invite_row(db, created["id"])).status == Status.DEVOLVIDO

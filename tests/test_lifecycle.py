@@ -16,7 +16,7 @@ from app.sending.queue import SEND_FUNCTION
 from app.storage.database import Database
 from app.storage.tables import invites
 from tests.fixtures import drain
-from tests.helpers import JSON, api_headers, invite_row, post_invite, statuses
+from tests.helpers import JSON, api_headers, invite_row, page_token, post_invite, statuses
 from tests.services import ScriptedSmtp
 
 
@@ -144,6 +144,35 @@ async def test_resending_an_enviado_invite_is_refused_with_409(
 
     assert response.status_code == 409
     assert "enviado" in response.json()["erro"]
+
+
+async def test_resend_is_refused_with_409_while_another_invite_to_the_address_is_on_its_way(
+    client: httpx.AsyncClient, db: Database, settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    first = await post_invite(client, "ana@exemplo.com")
+    headers = await api_headers(client)
+    cancelled = await client.post(f"/convites/{first['id']}/cancelar", headers=headers)
+    assert cancelled.status_code == 200, cancelled.text
+    second = await post_invite(client, "ana@exemplo.com")  # the first no longer blocks it
+    token = page_token((await client.get(f"/convites/{first['id']}")).text)
+
+    as_json = await client.post(f"/convites/{first['id']}/reenviar", headers=headers)
+    as_form = await client.post(f"/convites/{first['id']}/reenviar", data={"csrf_token": token})
+    await drain(settings)
+
+    assert as_json.status_code == 409
+    assert as_json.json()["erro"] == (
+        "Você já convidou ana@exemplo.com e o convite está pendente. "
+        "Acompanhe o convite existente em vez de enviar outro."
+    )
+    assert as_json.json()["convite"] == f"/convites/{second['id']}"
+    assert as_form.status_code == 409
+    assert f'<a href="/convites/{second["id"]}">Ver o convite existente</a>' in as_form.text
+    refused = await invite_row(db, first["id"])
+    assert (refused.status, refused.attempt) == (Status.CANCELADO, 1)
+    assert await statuses(db, first["id"]) == [("pendente", 1), ("cancelado", 1)]
+    assert [message.rcpt_tos for message in smtp.received] == [["ana@exemplo.com"]]
+    assert (await invite_row(db, second["id"])).status == Status.ENVIADO
 
 
 async def test_a_double_click_on_resend_starts_one_attempt(

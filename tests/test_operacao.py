@@ -123,7 +123,44 @@ async def test_tentar_de_novo_sends_again_only_the_falhou_invites_with_that_reas
     again = await ops.post(
         "/operacao/tentar-de-novo", data={"motivo": blocked}, headers={**BEARER, **JSON}
     )
-    assert again.json() == {"reenviados": 0}
+    assert again.json() == {"reenviados": 0, "deixados": 0}
+
+
+async def test_tentar_de_novo_leaves_out_an_address_its_sender_invited_again_and_says_so(
+    client: httpx.AsyncClient,
+    ops: httpx.AsyncClient,
+    db: Database,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+) -> None:
+    smtp.always("550 5.7.1 Blocked")
+    stopped = [(await post_invite(client, f"{name}@exemplo.com"))["id"] for name in ("a", "b")]
+    await drain(settings)
+    smtp.always("250 OK")
+    again = await post_invite(client, "a@exemplo.com")  # a's first invite failed: a new one
+    await drain(settings)
+    blocked = (await invite_row(db, stopped[0])).error
+    assert blocked is not None
+
+    response = await ops.post("/operacao/tentar-de-novo", data={"motivo": blocked}, headers=BEARER)
+    await drain(settings)
+
+    assert response.status_code == 303
+    assert response.headers["location"] == "/operacao?reenviados=1&deixados=1"
+    page = await ops.get(response.headers["location"], headers=BEARER)
+    assert (
+        "1 convite voltou para a fila. 1 convite ficou de fora: o remetente já tem outro convite "
+        "a caminho do mesmo endereço."
+    ) in page.text
+    left = await invite_row(db, stopped[0])
+    assert (left.status, left.attempt) == (Status.FALHOU, 1)
+    assert (await invite_row(db, stopped[1])).status == Status.ENVIADO
+    assert (await invite_row(db, again["id"])).status == Status.ENVIADO
+    assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["a@exemplo.com", "b@exemplo.com"]
+    as_json = await ops.post(
+        "/operacao/tentar-de-novo", data={"motivo": blocked}, headers={**BEARER, **JSON}
+    )
+    assert as_json.json() == {"reenviados": 0, "deixados": 1}
 
 
 async def test_production_keeps_the_page_off_without_ops_token_and_closed_without_the_token(

@@ -13,7 +13,7 @@ from app.clock import utcnow
 from app.config import Settings
 from app.invites import transitions
 from app.invites.queries import invite_history
-from app.invites.records import Change, Invite
+from app.invites.records import Change, Duplicate, Invite
 from app.invites.status import FailureClass, Status
 from app.invites.transitions import core
 from app.invites.transitions.core import transition_each
@@ -352,6 +352,52 @@ async def test_resend_of_someone_elses_invite_loses(db: Database) -> None:
     assert await transitions.request_resend(db, "s2", invite.public_id) is None
 
 
+async def cancelled(db: Database, email: str = "ana@exemplo.com", sender: str = "s1") -> Invite:
+    invite = await new_invite(db, email, sender)
+    assert await transitions.cancel(db, sender, invite.public_id)
+    return invite
+
+
+async def test_resend_loses_while_its_sender_has_another_invite_on_its_way_there(
+    db: Database,
+) -> None:
+    first = await cancelled(db)
+    second = await new_invite(db)  # invited again after cancelling: the creation let it
+
+    result = await transitions.request_resend(db, "s1", first.public_id)
+
+    assert isinstance(result, Duplicate) and result.invite.id == second.id
+    row = await invite_row(db, first.public_id)
+    assert (row.status, row.attempt) == (Status.CANCELADO, 1)
+    assert await outbox_rows(db, first) == [1]
+    assert await history(db, first) == [("pendente", 1), ("cancelado", 1)]
+
+
+async def test_another_senders_invite_to_the_address_does_not_hold_a_resend_back(
+    db: Database,
+) -> None:
+    first = await cancelled(db, sender="s1")
+    await new_invite(db, sender="s2")
+
+    result = await transitions.request_resend(db, "s1", first.public_id)
+
+    assert isinstance(result, Change) and result.invite.status == Status.PENDENTE
+
+
+async def test_of_two_resends_of_two_stopped_invites_to_one_address_exactly_one_wins(
+    db: Database,
+) -> None:
+    stopped = [await cancelled(db) for _ in range(2)]
+
+    results = await asyncio.gather(
+        *(transitions.request_resend(db, "s1", invite.public_id) for invite in stopped)
+    )
+
+    assert sorted(type(result).__name__ for result in results) == ["Change", "Duplicate"]
+    rows = [await invite_row(db, invite.public_id) for invite in stopped]
+    assert sorted(row.status.value for row in rows) == ["cancelado", "pendente"]
+
+
 async def failed_with(db: Database, email: str, reason: str) -> Invite:
     invite = await claimed(db, await new_invite(db, email))
     change = await transitions.mark_failed(db, invite, reason)
@@ -365,8 +411,9 @@ async def test_bulk_resend_takes_only_the_chosen_reason_each_with_its_own_job(
     blocked = [await failed_with(db, f"p{n}@exemplo.com", "550 Blocked") for n in range(3)]
     other = await failed_with(db, "q@exemplo.com", "554 Spam")
 
-    changes = await transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked")
+    done = await transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked")
 
+    changes = done.changes
     assert [change.invite.id for change in changes] == [invite.id for invite in blocked]
     assert all(isinstance(change, Change) and change.outbox_id for change in changes)
     assert len({change.event_id for change in changes}) == 3
@@ -380,11 +427,9 @@ async def test_bulk_resend_matches_a_reason_fragment_literally_and_respects_its_
     await failed_with(db, "b@exemplo.com", "100 cheia")
     await failed_with(db, "c@exemplo.com", "100% cheia de novo")
 
-    changes = await transitions.request_resend_many(
-        db, Status.FALHOU, reason_contains="100%", limit=1
-    )
+    done = await transitions.request_resend_many(db, Status.FALHOU, reason_contains="100%", limit=1)
 
-    assert [change.invite.email for change in changes] == ["a@exemplo.com"]
+    assert [change.invite.email for change in done.changes] == ["a@exemplo.com"]
 
 
 async def test_of_two_bulk_resends_each_row_is_sent_again_once(db: Database) -> None:
@@ -396,10 +441,30 @@ async def test_of_two_bulk_resends_each_row_is_sent_again_once(db: Database) -> 
         transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked"),
     )
 
-    assert len(first) + len(second) == 4
+    assert len(first.changes) + len(second.changes) == 4
     async with db.read() as conn:
         jobs = (await conn.execute(select(func.count()).select_from(outbox))).scalar()
     assert jobs == 8  # four first attempts, four resends
+
+
+async def test_bulk_resend_leaves_out_an_address_its_sender_has_another_invite_on_its_way_to(
+    db: Database,
+) -> None:
+    stopped = await failed_with(db, "ana@exemplo.com", "550 Blocked")
+    on_its_way = await new_invite(db, "ana@exemplo.com")
+    older, newer = [await failed_with(db, "bia@exemplo.com", "550 Blocked") for _ in range(2)]
+    elsewhere = await failed_with(db, "caio@exemplo.com", "550 Blocked")
+
+    done = await transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked")
+
+    # bia's two stopped invites: only the older goes, or she would get two in one retry.
+    assert [change.invite.id for change in done.changes] == [older.id, elsewhere.id]
+    assert done.skipped == 2
+    for left in (stopped, newer):
+        row = await invite_row(db, left.public_id)
+        assert (row.status, row.attempt) == (Status.FALHOU, 1)
+        assert await outbox_rows(db, left) == [1]
+    assert (await invite_row(db, on_its_way.public_id)).status == Status.PENDENTE
 
 
 async def test_bulk_resend_refuses_a_status_that_cannot_be_sent_again(db: Database) -> None:

@@ -21,9 +21,12 @@ Then, on SQLite, the write-ahead log is checkpointed and truncated: with ``secur
 every connection (``app.storage.database``) the deleted bytes are overwritten in the database
 file, and the log that still held the old pages is emptied, so the address is in no file.
 
-Matching is by the address in lower case (``same_address``), as accounts, duplicates and limits
-match it. What lives outside the database is not touched here: Redis rate-limit keys hold the
-address for at most a day, and the mail server's and the logs' own retention apply.
+The address is made one form first (``address_to_forget``): stripped and checked as a new
+invite's address is (the domain in IDNA, as every stored address has it), then lower-cased
+(``same_address``), as accounts, duplicates and limits match it; every table, the suppression
+list too, is searched for that one form, and something that is no address touches nothing.
+What lives outside the database is not touched here: Redis rate-limit keys hold the address
+for at most a day, and the mail server's and the logs' own retention apply.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.consent import suppression
 from app.consent.removal import LABELS, delete_invites
-from app.invites.validation import same_address
+from app.invites.validation import check_email, same_address
 from app.storage.database import Database
 from app.storage.tables import (
     accounts,
@@ -56,6 +59,21 @@ from app.storage.tables import (
 log = logging.getLogger(__name__)
 
 ERASED = "[endereço apagado]"
+
+
+class NotAnAddress(ValueError):
+    """What was given to erase is no e-mail address; the message is pt-BR, for the operator."""
+
+
+def address_to_forget(raw: str) -> str:
+    """The one form an erasure searches every table for, or ``NotAnAddress`` before anything is
+    touched. A stray space or a Unicode domain would otherwise match no invite (stored stripped,
+    the domain in IDNA) while the suppression list's hash (which strips) still found its entry;
+    and an empty address is contained in every text."""
+    email, error = check_email(raw, "Informe o e-mail a apagar.")
+    if email is None:
+        raise NotAnAddress(error)
+    return same_address(email)
 
 
 async def forget_suppression(conn: AsyncConnection, email: str) -> Counter[str]:
@@ -154,10 +172,9 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
     return removed
 
 
-def forget_in(conn: Connection, email: str) -> Counter[str]:
+def forget_in(conn: Connection, address: str) -> Counter[str]:
     """Everything ``forget`` deletes in the tables of invites and accounts, in the caller's
-    transaction; rows per table."""
-    address = same_address(email)
+    transaction; rows per table. ``address`` as ``address_to_forget`` made it."""
     removed = delete_invites(conn, _invite_ids(conn, func.lower(invites.c.email) == address))
     removed += _as_account(conn, address)
     leftover = delete(signin_tokens).where(func.lower(signin_tokens.c.email) == address)
@@ -185,10 +202,12 @@ async def checkpoint(db: Database) -> None:
 
 
 async def forget(db: Database, email: str) -> Counter[str]:
-    """Erase ``email`` everywhere (see the module); rows removed or changed, per table."""
+    """Erase ``email`` everywhere (see the module); rows removed or changed, per table.
+    ``NotAnAddress`` when it is none, before anything is touched."""
+    address = address_to_forget(email)
     async with db.write() as conn:
-        removed = await conn.run_sync(forget_in, email)
-        removed += await forget_suppression(conn, email)
+        removed = await conn.run_sync(forget_in, address)
+        removed += await forget_suppression(conn, address)
     await checkpoint(db)
     # No address in the log line: it would outlive the erasure in the log's own retention.
     log.info("address erased", extra={f"removed_{k}": v for k, v in removed.items()})

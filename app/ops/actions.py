@@ -9,8 +9,9 @@ from datetime import datetime
 from sqlalchemy import func, select
 
 from app.invites import transitions
-from app.invites.records import Change, Invite, record_from
+from app.invites.records import Invite, record_from
 from app.invites.status import Status
+from app.invites.transitions.again import BulkResend
 from app.live.wakeups import Announcer
 from app.sending.queue import Publisher
 from app.storage.database import Database
@@ -63,16 +64,35 @@ async def retry_in_bulk(
     *,
     reason: str | None = None,
     reason_contains: str | None = None,
-) -> list[Change]:
+) -> BulkResend:
     """Send again every invite in ``status`` with that reason: through the state machine, then
-    published and announced."""
-    changes = await transitions.request_resend_many(
+    published and announced. An invitation whose sender has another one on its way to the
+    address stays as it is, counted in ``skipped``."""
+    done = await transitions.request_resend_many(
         db, status, reason=reason, reason_contains=reason_contains
     )
-    await publisher.publish_or_leave(changes)
-    await announcer.announce_all(changes)
+    await publisher.publish_or_leave(done.changes)
+    await announcer.announce_all(done.changes)
     log.info(
         "bulk retry",
-        extra={"status": status.value, "reason": reason or reason_contains, "count": len(changes)},
+        extra={
+            "status": status.value,
+            "reason": reason or reason_contains,
+            "count": len(done.changes),
+            "skipped": done.skipped,
+        },
     )
-    return changes
+    return done
+
+
+def skipped_text(count: int) -> str:
+    """What the operator reads about the rows a bulk retry left out (pt-BR): without it, "0
+    convites voltaram" would read as if nothing had matched."""
+    if count == 1:
+        return (
+            "1 convite ficou de fora: o remetente já tem outro convite a caminho do mesmo endereço."
+        )
+    return (
+        f"{count} convites ficaram de fora: o remetente já tem outro convite a caminho "
+        "do mesmo endereço."
+    )

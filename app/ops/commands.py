@@ -21,7 +21,7 @@ from app.config import Settings
 from app.consent import suppression
 from app.invites.status import Status
 from app.live.wakeups import Announcer
-from app.ops.actions import retry_in_bulk
+from app.ops.actions import retry_in_bulk, skipped_text
 from app.ops.health import Health, check_health, health_json
 from app.sending.queue import Publisher
 from app.sending.sweep import reconcile
@@ -120,12 +120,14 @@ async def _reconcile(settings: Settings) -> int:
 
 async def _retry(settings: Settings, status: Status, reason: str | None) -> int:
     async with _stores(settings) as stores:
-        changes = await retry_in_bulk(
+        done = await retry_in_bulk(
             stores.db, stores.publisher, stores.announcer, status, reason_contains=reason
         )
-    noun = "convite voltou" if len(changes) == 1 else "convites voltaram"
-    print(f"{len(changes)} {noun} para a fila.")
-    for change in changes:
+    noun = "convite voltou" if len(done.changes) == 1 else "convites voltaram"
+    print(f"{len(done.changes)} {noun} para a fila.")
+    if done.skipped:
+        print(skipped_text(done.skipped))
+    for change in done.changes:
         invite = change.invite
         print(f"  {invite.public_id}  {invite.email}  tentativa {invite.attempt}")
     return 0

@@ -26,7 +26,7 @@ from app.config import Settings
 from app.consent import suppression
 from app.invites.status import Status
 from app.ops import auth as ops_auth
-from app.ops.actions import failed_by_reason, retry_in_bulk, uncertain_invites
+from app.ops.actions import failed_by_reason, retry_in_bulk, skipped_text, uncertain_invites
 from app.ops.health import check_health, health_json
 from app.ops.metrics import SseConnections
 from app.sending.pause import pause_sending, resume_sending
@@ -165,12 +165,14 @@ async def page(request: Request) -> Response:
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
     try:
         panel["retried"] = whole_number(request.query_params.get("reenviados"), "reenviados")
+        skipped = whole_number(request.query_params.get("deixados"), "deixados")
     except BadParameter as exc:
         return error_response(request, 400, exc.message)
     # Outside the live panel: its swaps would close a confirmation step half-way through.
     panel["suppressed"] = await suppression.listing(db_of(request))
     panel["suppression_labels"] = suppression.LABELS
     panel["lifted"] = request.query_params.get("retirado") == "1"
+    panel["skipped"] = skipped_text(skipped) if skipped else None
     return render(request, "operacao.html", panel, headers={"Cache-Control": "no-store"})
 
 
@@ -224,7 +226,7 @@ async def retry(request: Request) -> Response:
     reason = (await request.form()).get("motivo")
     if not isinstance(reason, str) or not reason:
         return error_response(request, 400, "Escolha um motivo.")
-    changes = await retry_in_bulk(
+    done = await retry_in_bulk(
         db_of(request),
         request.state.publisher,
         request.state.announcer,
@@ -232,8 +234,9 @@ async def retry(request: Request) -> Response:
         reason=reason,
     )
     if wants_json(request):
-        return JSONResponse({"reenviados": len(changes)})
-    return RedirectResponse(f"/operacao?reenviados={len(changes)}", status_code=303)
+        return JSONResponse({"reenviados": len(done.changes), "deixados": done.skipped})
+    left_out = f"&deixados={done.skipped}" if done.skipped else ""
+    return RedirectResponse(f"/operacao?reenviados={len(done.changes)}{left_out}", status_code=303)
 
 
 @operator_only

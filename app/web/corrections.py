@@ -1,7 +1,7 @@
 """``POST /convites/{id}/corrigir``: a ``devolvido`` invite goes out again to a corrected address.
 
-Checked and counted like a new invite (an address on the suppression list is refused); its
-history keeps the bounce.
+Checked and counted like a new invite (an address on the suppression list is refused, and so
+is one the sender already has another invite on its way to); its history keeps the bounce.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from app.bounces.history import bounces_of
 from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
-from app.invites.records import Invite
+from app.invites.records import Duplicate, Invite
 from app.invites.status import CORRECTABLE
 from app.invites.validation import InvalidInvite, parse_invite
 from app.web.common import db_of, error_response, is_htmx, render, wants_json
@@ -22,6 +22,7 @@ from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
 from app.web.invites import (
     accepted,
+    already_invited,
     mine_or_404,
     not_in_state,
     over_send_limits,
@@ -57,7 +58,8 @@ async def _invalid(request: Request, invite: Invite, email: object, message: str
 
 @signed_in
 async def correct(request: Request) -> Response:
-    """From ``devolvido`` only: a new attempt to the corrected address; otherwise 409."""
+    """From ``devolvido`` only: a new attempt to the corrected address; otherwise 409, and 409
+    as for a new invite when the sender has another invite on its way to that address."""
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
@@ -78,9 +80,12 @@ async def correct(request: Request) -> Response:
     change = await transitions.correct_and_resend(
         db_of(request), invite.sender_id, invite.public_id, checked.email
     )
-    if change is None:
+    if change is None or isinstance(change, Duplicate):
         await refused_after_counting(request, checked.email)
-        return not_in_state(request, invite, "corrigir", CORRECTABLE)
+        if change is None:
+            return not_in_state(request, invite, "corrigir", CORRECTABLE)
+        # The corrected address has another invite of this sender on its way.
+        return already_invited(request, change.invite)
     log.info(
         "corrected and sent again",
         extra={"invite": invite.public_id, "attempt": change.invite.attempt},

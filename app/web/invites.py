@@ -121,8 +121,9 @@ async def refused_after_counting(request: Request, recipient: str) -> None:
     await ratelimit.give_back(request.state.redis, [limit])
 
 
-def _already_invited(request: Request, existing: Invite) -> Response:
-    """409: this sender's invite to that address is still on its way (or arrived)."""
+def already_invited(request: Request, existing: Invite) -> Response:
+    """409: this sender's invite to that address is still on its way (or arrived): a new
+    invite, a resend and a correction to that address all answer it."""
     location = f"/convites/{existing.public_id}"
     message = (
         f"Você já convidou {existing.email} e o convite está {existing.status.value}. "
@@ -178,7 +179,7 @@ async def create(request: Request) -> Response:
     )
     if isinstance(change, Duplicate):
         await refused_after_counting(request, invite_request.email)
-        return _already_invited(request, change.invite)
+        return already_invited(request, change.invite)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
     return accepted(request, change, fresh_form=True)
@@ -343,7 +344,8 @@ async def show(request: Request) -> Response:
 
 @signed_in
 async def resend(request: Request) -> Response:
-    """POST /convites/{id}/reenviar: from ``falhou`` or ``incerto`` only; one attempt per click."""
+    """POST /convites/{id}/reenviar: from ``RESENDABLE`` only, one attempt per click, and not
+    while the sender has another invite on its way to the address (409, as a new invite)."""
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
@@ -354,9 +356,12 @@ async def resend(request: Request) -> Response:
     if refused is not None:
         return refused
     change = await transitions.request_resend(db_of(request), invite.sender_id, invite.public_id)
-    if change is None:
+    if change is None or isinstance(change, Duplicate):
         await refused_after_counting(request, invite.email)
-        return not_in_state(request, invite, "reenviar", RESENDABLE)
+        if change is None:
+            return not_in_state(request, invite, "reenviar", RESENDABLE)
+        # Another invite to the address was written since this one stopped.
+        return already_invited(request, change.invite)
     log.info(
         "resend requested", extra={"invite": invite.public_id, "attempt": change.invite.attempt}
     )

@@ -7,20 +7,30 @@ devolvido → pendente (the person corrected the address and asks again)
 Each re-send replaces the invite's live link in the same transaction: the old mail's link
 answers 410 "substituído", and the new attempt's mail carries a new one; the old round's
 reminder is forgotten, so the new round gets its own.
+
+None of them sends an invitation to an address its sender already has another invitation on
+its way to (``sending.on_its_way``, the new invite's duplicate check): the condition is part of
+the conditional UPDATE itself, so a resend, a correction, a bulk retry and a new invite to one
+address cannot both win; the person hears who is in the way (``Duplicate``), the operator how
+many rows were left out.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, exists, func, select
 
 from app.clock import utcnow
 from app.invites.links import replace_links
-from app.invites.records import Change
+from app.invites.records import INVITE, Change, Duplicate, Invite, record_from
 from app.invites.status import CORRECTABLE, RESENDABLE, RETRYABLE_IN_BULK, Status
 from app.invites.transitions.core import transition_all
+from app.invites.transitions.sending import on_its_way
 from app.storage.database import Database
 from app.storage.tables import invites
 
@@ -41,32 +51,130 @@ def _resend_values(now: datetime) -> dict[str, Any]:
     }
 
 
+_OTHER = invites.alias("other_invite")
+
+
+def _no_other_on_its_way(email: str | None) -> Any:
+    """The row being sent again (to ``email``, or to its own address when ``None``) is not an
+    invitation whose sender has another one on its way to that address: the new invite's
+    duplicate check, as a condition of the UPDATE, so the check and the change are one statement
+    (on SQLite, the only writer of its moment; on PostgreSQL, see ``_hold_addresses``)."""
+    return ~exists().where(
+        # Only an invitation is a duplicate, as at creation (a sign-in mail never is); for any
+        # other kind the subquery is empty and the row may go.
+        invites.c.kind == INVITE,
+        _OTHER.c.sender_id == invites.c.sender_id,
+        _OTHER.c.email == (invites.c.email if email is None else email),
+        _OTHER.c.id != invites.c.id,
+        *on_its_way(_OTHER),
+    )
+
+
+def _hold_addresses(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
+    """PostgreSQL: hold each (sender, address) until the commit before sending to it again.
+    Under READ COMMITTED the UPDATE's NOT EXISTS reads a snapshot taken when it starts, so two
+    resends to one address in two transactions at the same moment would both find the way
+    clear; with this lock the second waits, and its UPDATE, started after the first committed,
+    sees the first's row. Taken before any row lock, in one order (the keys sorted), so these
+    waits cannot close a deadlock. SQLite needs none: it has one writer at a time."""
+    if conn.dialect.name != "postgresql":
+        return
+    locks = {
+        int.from_bytes(
+            hashlib.sha256(f"{sender}\n{email}".encode()).digest()[:8], "big", signed=True
+        )
+        for sender, email in keys
+    }
+    for lock in sorted(locks):
+        conn.execute(select(func.pg_advisory_xact_lock(lock)))
+
+
 def _resend_rows(conn: Connection, where: list[Any], values: dict[str, Any]) -> list[Change]:
     changes = transition_all(conn, where, values, enqueue=True)
     replace_links(conn, [change.invite.id for change in changes], utcnow())
     return changes
 
 
-async def _resend(db: Database, where: list[Any], values: dict[str, Any]) -> list[Change]:
-    """The conditional UPDATE back to ``pendente`` (with outbox rows) and the links replaced."""
-    async with db.write() as conn:
-        changes = await conn.run_sync(_resend_rows, where, values)
-    return changes
+def _in_the_way(conn: Connection, target: list[Any], email: str | None) -> Duplicate | None:
+    """Why the resend of the row ``target`` selects changed nothing: ``None`` if the row left
+    the states it may be sent again from (a double click's second); else the other invitation on
+    its way to the address, which ``_no_other_on_its_way`` refused. Read in the UPDATE's own
+    transaction, so it names the invite that was really in the way."""
+    row = conn.execute(select(invites).where(*target)).first()
+    if row is None:
+        return None
+    stopped = record_from(Invite, row)
+    found = conn.execute(
+        select(invites)
+        .where(
+            invites.c.sender_id == stopped.sender_id,
+            invites.c.email == (stopped.email if email is None else email),
+            invites.c.id != stopped.id,
+            *on_its_way(invites),
+        )
+        .order_by(invites.c.id)
+        .limit(1)
+    ).first()
+    return Duplicate(record_from(Invite, found)) if found is not None else None
 
 
-async def request_resend(db: Database, sender_id: str, public_id: str) -> Change | None:
+def _resend_one(
+    conn: Connection, target: list[Any], email: str | None, values: dict[str, Any]
+) -> Change | Duplicate | None:
+    found = conn.execute(select(invites.c.sender_id, invites.c.email).where(*target)).first()
+    if found is None:
+        return None  # not (or no longer) in a state to send again from
+    _hold_addresses(conn, [(found.sender_id, found.email if email is None else email)])
+    changes = _resend_rows(conn, [*target, _no_other_on_its_way(email)], values)
+    return changes[0] if changes else _in_the_way(conn, target, email)
+
+
+async def request_resend(db: Database, sender_id: str, public_id: str) -> Change | Duplicate | None:
     """``falhou | incerto | expirado | recusado | cancelado → pendente``: a new attempt, a fresh
-    retry budget and a new link; ``None`` from any other state (a double click's second)."""
-    changes = await _resend(
-        db,
-        [
-            invites.c.public_id == public_id,
-            invites.c.sender_id == sender_id,
-            invites.c.status.in_([s.value for s in RESENDABLE]),
-        ],
-        _resend_values(utcnow()),
-    )
-    return changes[0] if changes else None
+    retry budget and a new link; the ``Duplicate`` when the sender has another invitation on its
+    way to the address; ``None`` from any other state (a double click's second)."""
+    target = [
+        invites.c.public_id == public_id,
+        invites.c.sender_id == sender_id,
+        invites.c.status.in_([s.value for s in RESENDABLE]),
+    ]
+    async with db.write() as conn:
+        return await conn.run_sync(_resend_one, target, None, _resend_values(utcnow()))
+
+
+@dataclass(frozen=True)
+class BulkResend:
+    """What an operator's bulk retry did: the rows sent again, and how many rows it chose left
+    as they were (their sender has another invitation on its way to the address)."""
+
+    changes: list[Change]
+    skipped: int
+
+
+def _resend_oldest(
+    conn: Connection, where: list[Any], limit: int, values: dict[str, Any]
+) -> BulkResend:
+    chosen = conn.execute(
+        select(invites.c.id, invites.c.sender_id, invites.c.email, invites.c.kind)
+        .where(*where)
+        .order_by(invites.c.id)
+        .limit(limit)
+    ).all()
+    # Of two stopped invitations from one sender to one address only the older goes: the
+    # UPDATE's own condition cannot tell, as it reads each row as the statement found it.
+    ids: list[int] = []
+    taken: set[tuple[str, str]] = set()
+    for row in chosen:
+        if row.kind == INVITE:
+            if (row.sender_id, row.email) in taken:
+                continue
+            taken.add((row.sender_id, row.email))
+        ids.append(row.id)
+    _hold_addresses(conn, taken)
+    where = [invites.c.id.in_(ids), *where, _no_other_on_its_way(None)]
+    changes = _resend_rows(conn, where, values) if ids else []
+    in_order = sorted(changes, key=lambda change: change.invite.id)
+    return BulkResend(in_order, len(chosen) - len(changes))
 
 
 async def request_resend_many(
@@ -76,11 +184,12 @@ async def request_resend_many(
     reason: str | None = None,
     reason_contains: str | None = None,
     limit: int = 1000,
-) -> list[Change]:
+) -> BulkResend:
     """An operator's bulk retry: ``status → pendente`` for every invite in ``status`` (one of
-    ``falhou``/``incerto``) whose reason is ``reason`` (exact) or contains ``reason_contains``.
-    One conditional UPDATE over the oldest ``limit``; the caller publishes the outbox rows.
-    """
+    ``falhou``/``incerto``) whose reason is ``reason`` (exact) or contains ``reason_contains``,
+    the oldest ``limit``, in one transaction; an invitation whose sender has another one on its
+    way to the address is left out (counted in ``skipped``). The caller publishes the outbox
+    rows."""
     if status not in RETRYABLE_IN_BULK:
         raise ValueError(
             f"only {', '.join(RETRYABLE_IN_BULK)} invites can be sent again, not {status}"
@@ -90,23 +199,21 @@ async def request_resend_many(
         where.append(invites.c.error == reason)
     if reason_contains is not None:
         where.append(invites.c.error.contains(reason_contains, autoescape=True))
-    oldest = select(invites.c.id).where(*where).order_by(invites.c.id).limit(limit)
-    changes = await _resend(db, [invites.c.id.in_(oldest), *where], _resend_values(utcnow()))
-    return sorted(changes, key=lambda change: change.invite.id)
+    async with db.write() as conn:
+        return await conn.run_sync(_resend_oldest, where, limit, _resend_values(utcnow()))
 
 
 async def correct_and_resend(
     db: Database, sender_id: str, public_id: str, email: str
-) -> Change | None:
+) -> Change | Duplicate | None:
     """``devolvido → pendente`` with the address the person corrected: a new attempt, a fresh
-    retry budget, its own outbox row; ``None`` unless still ``devolvido``."""
-    changes = await _resend(
-        db,
-        [
-            invites.c.public_id == public_id,
-            invites.c.sender_id == sender_id,
-            invites.c.status.in_([s.value for s in CORRECTABLE]),
-        ],
-        {**_resend_values(utcnow()), "email": email, "sent_at": None},
-    )
-    return changes[0] if changes else None
+    retry budget, its own outbox row; the ``Duplicate`` when the sender has another invitation
+    on its way to that address; ``None`` unless still ``devolvido``."""
+    target = [
+        invites.c.public_id == public_id,
+        invites.c.sender_id == sender_id,
+        invites.c.status.in_([s.value for s in CORRECTABLE]),
+    ]
+    values = {**_resend_values(utcnow()), "email": email, "sent_at": None}
+    async with db.write() as conn:
+        return await conn.run_sync(_resend_one, target, email, values)

@@ -38,12 +38,20 @@ from app.invites.transitions.core import (
 from app.storage.database import Database
 from app.storage.tables import invites, keyed_in, keyed_params, unindexed
 
+
+def on_its_way(row: Any) -> list[Any]:
+    """The conditions under which ``row`` (``invites``, or an alias of it) makes a second
+    invitation from its sender to its address a duplicate: an invitation in ``ON_ITS_WAY``.
+    The one definition, so a new invite (``create_invites``), a resend and a correction
+    (``again``) refuse the same duplicates. The caller pairs it with the same sender and the same
+    stored address (``email`` as written, as every invite's address is normalised on entry)."""
+    # The status through no index: the rows are found on ix_invites_sender_email.
+    return [row.c.kind == INVITE, unindexed(row.c.status).in_([s.value for s in ON_ITS_WAY])]
+
+
 # Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
 _ON_THEIR_WAY = select(invites).where(
-    # Found on ix_invites_sender_email, not by status.
-    *keyed_in((invites.c.sender_id, invites.c.email)),
-    invites.c.kind == INVITE,
-    unindexed(invites.c.status).in_([status.value for status in ON_ITS_WAY]),
+    *keyed_in((invites.c.sender_id, invites.c.email)), *on_its_way(invites)
 )
 
 
