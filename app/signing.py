@@ -44,6 +44,7 @@ class Purpose(StrEnum):
     OPERATOR_COOKIE = "operacao:"
     RETURN_PATH = "convites-devolucao\0"
     OPT_OUT_ADDRESS = "convites-descadastro-email\0"
+    OPT_OUT_UNDO = "convites-descadastro-desfazer\0"
 
 
 def _text(data: bytes, encoding: Encoding) -> str:

@@ -78,7 +78,8 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         "heading, Não quer receber convites?, level 1",
         "Se confirmar, ninguém mais consegue convidar",
         email,
-        "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás depois.",
+        "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás neste navegador por "
+        "24 horas.",
         "button, Não quero receber convites",
         *your_data(email),
     ]
@@ -116,7 +117,8 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
         "heading, Não quer receber convites?, level 1",
         "Se confirmar, ninguém mais consegue convidar",
         email,
-        "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás depois.",
+        "pelo Convites. Nada muda até você confirmar, e dá para voltar atrás neste navegador por "
+        "24 horas.",
         "button, Não quero receber convites",
         *your_data(email),
     ]

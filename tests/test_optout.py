@@ -11,7 +11,7 @@ import httpx
 from app.bounces.addresses import opt_out_address
 from app.config import Settings
 from app.consent import suppression
-from app.consent.optout import optout_path
+from app.consent.optout import UNDO_COOKIE, optout_path, undo_token
 from app.consent.suppression import Reason
 from app.invites.queries import invite_history
 from app.invites.status import Status
@@ -149,9 +149,37 @@ async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
     assert "Este endereço não recebe convites" in page.text
     assert "Quero voltar" not in page.text
     token = page_token((await anonymous_client.get(link)).text)
+    # Even a browser holding this link's way back cannot lift what the person did not put.
+    anonymous_client.cookies.set(UNDO_COOKIE, undo_token(settings.secret_key, public_id))
     await anonymous_client.post(f"{path}/voltar", data={"csrf_token": token})
 
     assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.COMPLAINED
+
+
+async def test_only_the_browser_that_opted_out_may_take_it_back(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    """The mail can be forwarded: its reader may opt the address out, never undo its owner's."""
+    public_id, _ = await invited(client, settings, smtp)
+    path = optout_path(settings.secret_key, public_id)
+    await anonymous_client.post(path)  # the owner, in their browser
+
+    async with client_for(settings) as forwarded:
+        page = await forwarded.get(path)
+        again = await forwarded.post(path, data={"csrf_token": page_token(page.text)})
+        page = await forwarded.get(path)  # opting out again gave it no way back either
+        refused = await forwarded.post(f"{path}/voltar", data={"csrf_token": page_token(page.text)})
+
+    assert again.status_code == 303 and "Quero voltar" not in page.text
+    assert "no navegador em que você pediu para sair" in page.text
+    assert refused.status_code == 403
+    assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
+    owner = await anonymous_client.get(path)
+    assert "Quero voltar a receber convites" in owner.text
 
 
 async def test_a_bad_signature_is_refused_and_records_nothing(

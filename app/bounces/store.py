@@ -198,7 +198,8 @@ async def _apply(
     """What a new report changes: the invite's row, and the suppression list."""
     if verdict.kind in _UNWANTED:
         unwanted = _UNWANTED[verdict.kind]
-        return await suppression.suppress_from_invite(conn, invite, unwanted, verdict.diagnostic)
+        done = await suppression.suppress_from_invite(conn, invite, unwanted, verdict.diagnostic)
+        return done.change
     if verdict.kind != BounceKind.PERMANENT:
         return None
     if not _permanent_address_failure(verdict):

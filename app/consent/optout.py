@@ -32,6 +32,27 @@ def signed(secret_key: str, public_id: str, given: str) -> bool:
     return verify(given, secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)
 
 
+#: The way back is for the browser that opted out, for a day: a forwarded invitation's reader
+#: may opt an address out (fewer mails, never more) but not undo its owner's opt-out.
+UNDO_COOKIE = "convites_descadastro"
+UNDO_SECONDS = 24 * 3600
+
+
+def undo_token(secret_key: str, public_id: str) -> str:
+    """The value of ``UNDO_COOKIE`` for the browser that opted out through ``public_id``."""
+    return f"{public_id}.{sign(secret_key, Purpose.OPT_OUT_UNDO, public_id, length=FULL)}"
+
+
+def may_undo(secret_key: str, public_id: str, cookie: str | None) -> bool:
+    """Whether ``cookie`` is this browser's proof that it made the opt-out of ``public_id``."""
+    if cookie is None:
+        return False
+    given_id, _, tag = cookie.partition(".")
+    return given_id == public_id and verify(
+        tag, secret_key, Purpose.OPT_OUT_UNDO, public_id, length=FULL
+    )
+
+
 def is_one_click_path(path: str) -> bool:
     """Whether ``path`` has the shape of an opt-out link (the handler checks its signature)."""
     return PATH.fullmatch(path) is not None

@@ -245,11 +245,20 @@ async def erase(source: Source, email: str) -> Reason | None:
     return Reason(row.reason) if row is not None else None
 
 
+@dataclass(frozen=True)
+class Unwanted:
+    """What an opt-out or complaint did: whether the address was new to the list, and the
+    sender's row's change to announce (``None``: the row did not change)."""
+
+    added: bool
+    change: Change | None
+
+
 async def suppress_from_invite(
     conn: AsyncConnection, invite: Invite, reason: Reason, detail: str | None = None
-) -> Change | None:
+) -> Unwanted:
     """``invite``'s address joins the list because its invitee opted out or complained, and in
     the same transaction the sender's row says so (``recusado`` with the note; an accepted
-    invite keeps its answer). The change to announce, if the row changed."""
-    await suppress(conn, invite.email, reason, detail)
-    return await transitions.mark_unwanted(conn, invite.id, ROW_NOTES[reason])
+    invite keeps its answer)."""
+    added = await suppress(conn, invite.email, reason, detail)
+    return Unwanted(added, await transitions.mark_unwanted(conn, invite.id, ROW_NOTES[reason]))

@@ -8,8 +8,10 @@
 - ``POST …/apagar`` ("Apagar meus dados", ``app.web.erasure``) mails the erasure's
   confirmation link, as on the invitation's page.
 - ``POST …/voltar`` ("Quero voltar a receber convites") takes back an opt-out the person made
-  themselves (with the CSRF token, like every other form); a bounce or a spam report stays
-  for an operator to lift.
+  themselves, from the browser that made it, within a day (``UNDO_COOKIE``), with the CSRF
+  token like every other form: the link can be forwarded, and its reader may opt the address
+  out but not undo its owner's opt-out. A bounce or a spam report stays for an operator to
+  lift.
 
 The sender's row turns ``recusado`` with the reason, announced once on their pages.
 """
@@ -22,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from app.consent import suppression
-from app.consent.optout import optout_path, signed
+from app.consent.optout import UNDO_COOKIE, UNDO_SECONDS, may_undo, optout_path, signed, undo_token
 from app.consent.suppression import Reason
 from app.invites.records import INVITE, Invite, record_from
 from app.live.wakeups import Announcer
@@ -65,12 +67,19 @@ async def show(request: Request) -> Response:
         state = "voltou" if request.query_params.get("voltou") == "1" else "pergunta"
     else:
         state = "descadastrado" if entry.reason == Reason.OPTED_OUT else "bloqueado"
+    return _page(request, invite, state)
+
+
+def _page(request: Request, invite: Invite, state: str, status_code: int = 200) -> Response:
+    key = settings_of(request).secret_key
     context = {
         "invite": invite,
         "state": state,
-        "action": optout_path(settings_of(request).secret_key, invite.public_id),
+        "action": optout_path(key, invite.public_id),
+        "may_undo": may_undo(key, invite.public_id, request.cookies.get(UNDO_COOKIE)),
+        "undo_hours": UNDO_SECONDS // 3600,
     }
-    return render(request, "descadastro.html", context)
+    return render(request, "descadastro.html", context, status_code=status_code)
 
 
 async def confirm(request: Request) -> Response:
@@ -80,17 +89,29 @@ async def confirm(request: Request) -> Response:
     if invite is None:
         return _not_found(request)
     async with db_of(request).write() as conn:
-        change = await suppression.suppress_from_invite(
+        done = await suppression.suppress_from_invite(
             conn, invite, Reason.OPTED_OUT, "link do convite"
         )
     announcer: Announcer = request.state.announcer
-    await announcer.announce(change)
+    await announcer.announce(done.change)
     form = await request.form()
     one_click = form.get(ONE_CLICK[0]) == ONE_CLICK[1]
     log.info("opted out", extra={"invite": invite.public_id, "one_click": one_click})
     if one_click:
         return PlainTextResponse("Pronto: este endereço não recebe mais convites.")
-    return RedirectResponse(request.url.path, status_code=303)
+    response = RedirectResponse(request.url.path, status_code=303)
+    if done.added:  # only the browser that made the opt-out may take it back
+        settings = settings_of(request)
+        response.set_cookie(
+            UNDO_COOKIE,
+            undo_token(settings.secret_key, invite.public_id),
+            max_age=UNDO_SECONDS,
+            path=request.url.path,
+            httponly=True,
+            samesite="lax",
+            secure=settings.https_only_cookies or request.url.scheme == "https",
+        )
+    return response
 
 
 async def take_back(request: Request) -> Response:
@@ -98,6 +119,13 @@ async def take_back(request: Request) -> Response:
     invite = await signed_invite(request)
     if invite is None:
         return _not_found(request)
+    if not may_undo(
+        settings_of(request).secret_key, invite.public_id, request.cookies.get(UNDO_COOKIE)
+    ):
+        log.warning("opt-out undo refused: not the browser that opted out")
+        entry = await suppression.entry_for(db_of(request), invite.email)
+        state = "pergunta" if entry is None else "descadastrado"
+        return _page(request, invite, state, status_code=403)
     lifted = await suppression.lift(
         db_of(request),
         invite.email,
@@ -106,4 +134,6 @@ async def take_back(request: Request) -> Response:
         only=Reason.OPTED_OUT,
     )
     path = optout_path(settings_of(request).secret_key, invite.public_id)
-    return RedirectResponse(f"{path}?voltou=1" if lifted else path, status_code=303)
+    response = RedirectResponse(f"{path}?voltou=1" if lifted else path, status_code=303)
+    response.delete_cookie(UNDO_COOKIE, path=path)
+    return response
