@@ -7,20 +7,22 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 
 from app.clock import utcnow
 from app.config import Settings
 from app.invites import transitions
 from app.invites.queries import invite_history
-from app.invites.records import Change, Duplicate, Invite
+from app.invites.records import Change, Duplicate, Invite, NewInvite
 from app.invites.status import FailureClass, Status
 from app.invites.transitions import core
 from app.invites.transitions.core import transition_each
 from app.sending.sweep import LEASE_EXPIRED_REASON
 from app.storage.database import Database
 from app.storage.tables import invite_events, invites, outbox
+from tests.fixtures import BACKEND
 from tests.helpers import invite_row
+from tests.waiting import eventually
 
 LEASE = 60.0
 
@@ -396,6 +398,51 @@ async def test_of_two_resends_of_two_stopped_invites_to_one_address_exactly_one_
     assert sorted(type(result).__name__ for result in results) == ["Change", "Duplicate"]
     rows = [await invite_row(db, invite.public_id) for invite in stopped]
     assert sorted(row.status.value for row in rows) == ["cancelado", "pendente"]
+
+
+async def waits_for_a_sender(db: Database, work: asyncio.Task[object]) -> bool:
+    """Until ``work`` ended or waits for a sender's lock; whether it waits."""
+
+    async def settled() -> bool:
+        async with db.read() as conn:
+            waiting = await conn.execute(
+                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            )
+            return work.done() or bool(waiting.scalar_one())
+
+    await eventually(settled, what="the second write waiting for the sender, or done")
+    return not work.done()
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite's one writer runs them in turn")
+@pytest.mark.parametrize("second", ["new invite", "resend"])
+async def test_a_write_to_an_address_waits_for_a_new_invite_to_it_in_flight_then_loses(
+    db: Database, second: str
+) -> None:
+    """Under READ COMMITTED a check sees only what committed before it began: a second new
+    invite, or a resend, to an address whose new invite is still being written waits for it
+    (the sender's lock), then finds it and loses."""
+    stopped = await cancelled(db)
+    first = await db.writer.connect()
+    writing = await first.begin()
+    request = NewInvite("s1", "ana@exemplo.com", None, "c-1")
+    [made] = await first.run_sync(transitions.create_invites, [request])
+    assert isinstance(made, Change)
+    if second == "new invite":
+        other = asyncio.create_task(
+            transitions.create_invite(
+                db, sender_id="s1", email="ana@exemplo.com", name=None, correlation_id="c-2"
+            )
+        )
+    else:
+        other = asyncio.create_task(transitions.request_resend(db, "s1", stopped.public_id))
+
+    assert await waits_for_a_sender(db, other)
+    await writing.commit()
+    await first.close()
+
+    assert isinstance(await other, Duplicate)
+    assert (await invite_row(db, stopped.public_id)).status == Status.CANCELADO
 
 
 async def failed_with(db: Database, email: str, reason: str) -> Invite:

@@ -19,7 +19,7 @@ from app.invites import queries
 from app.invites.records import Change, Invite, NewInvite, new_public_id, record_from
 from app.invites.status import Status
 from app.invites.transitions import create_invites
-from app.invites.transitions.sending import on_their_way
+from app.invites.transitions.sending import hold_senders, on_their_way
 from app.storage.database import Database
 from app.storage.tables import batches, invite_events, invites
 
@@ -89,6 +89,8 @@ def _write_one(conn: Connection, batch: NewBatch) -> Written | Conflict:
 
 
 def _write_batches(conn: Connection, asked: Sequence[NewBatch]) -> list[Written | Conflict]:
+    # Every sender of the group at once, sorted: each batch's own hold then waits for nothing.
+    hold_senders(conn, [batch.sender_id for batch in asked])
     return [_write_one(conn, batch) for batch in asked]
 
 

@@ -215,5 +215,7 @@ def _moment(raw: object, field: str, *, local: bool) -> tuple[datetime | None, s
 
 def same_address(email: str) -> str:
     """The form two spellings of one mailbox share (``Ana@Exemplo.com`` = ``ana@exemplo.com``):
-    accounts are unique by it, and the per-recipient limit and duplicates count by it."""
+    accounts are unique by it, and the per-recipient limit and a batch's repeated rows count by
+    it. A sender's duplicate invite is the same stored address (``sending.on_its_way``), whose
+    local part keeps the case it was typed in."""
     return email.lower()

@@ -10,27 +10,25 @@ reminder is forgotten, so the new round gets its own.
 
 None of them sends an invitation to an address its sender already has another invitation on
 its way to (``sending.on_its_way``, the new invite's duplicate check): the condition is part of
-the conditional UPDATE itself, so a resend, a correction, a bulk retry and a new invite to one
-address cannot both win; the person hears who is in the way (``Duplicate``), the operator how
-many rows were left out.
+the conditional UPDATE itself (and on PostgreSQL the sender's lock, ``sending.hold_senders``), so
+a resend, a correction, a bulk retry and a new invite to one address cannot both win; the
+person hears who is in the way (``Duplicate``), the operator how many rows were left out.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, exists, func, select
+from sqlalchemy import Connection, exists, select
 
 from app.clock import utcnow
 from app.invites.links import replace_links
 from app.invites.records import INVITE, Change, Duplicate, Invite, record_from
 from app.invites.status import CORRECTABLE, RESENDABLE, RETRYABLE_IN_BULK, Status
 from app.invites.transitions.core import transition_all
-from app.invites.transitions.sending import on_its_way
+from app.invites.transitions.sending import hold_senders, on_its_way
 from app.storage.database import Database
 from app.storage.tables import invites
 
@@ -58,7 +56,7 @@ def _no_other_on_its_way(email: str | None) -> Any:
     """The row being sent again (to ``email``, or to its own address when ``None``) is not an
     invitation whose sender has another one on its way to that address: the new invite's
     duplicate check, as a condition of the UPDATE, so the check and the change are one statement
-    (on SQLite, the only writer of its moment; on PostgreSQL, see ``_hold_addresses``)."""
+    (on SQLite, the only writer of its moment; on PostgreSQL, see ``sending.hold_senders``)."""
     return ~exists().where(
         # Only an invitation is a duplicate, as at creation (a sign-in mail never is); for any
         # other kind the subquery is empty and the row may go.
@@ -68,25 +66,6 @@ def _no_other_on_its_way(email: str | None) -> Any:
         _OTHER.c.id != invites.c.id,
         *on_its_way(_OTHER),
     )
-
-
-def _hold_addresses(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
-    """PostgreSQL: hold each (sender, address) until the commit before sending to it again.
-    Under READ COMMITTED the UPDATE's NOT EXISTS reads a snapshot taken when it starts, so two
-    resends to one address in two transactions at the same moment would both find the way
-    clear; with this lock the second waits, and its UPDATE, started after the first committed,
-    sees the first's row. Taken before any row lock, in one order (the keys sorted), so these
-    waits cannot close a deadlock. SQLite needs none: it has one writer at a time."""
-    if conn.dialect.name != "postgresql":
-        return
-    locks = {
-        int.from_bytes(
-            hashlib.sha256(f"{sender}\n{email}".encode()).digest()[:8], "big", signed=True
-        )
-        for sender, email in keys
-    }
-    for lock in sorted(locks):
-        conn.execute(select(func.pg_advisory_xact_lock(lock)))
 
 
 def _resend_rows(conn: Connection, where: list[Any], values: dict[str, Any]) -> list[Change]:
@@ -124,7 +103,7 @@ def _resend_one(
     found = conn.execute(select(invites.c.sender_id, invites.c.email).where(*target)).first()
     if found is None:
         return None  # not (or no longer) in a state to send again from
-    _hold_addresses(conn, [(found.sender_id, found.email if email is None else email)])
+    hold_senders(conn, [found.sender_id])
     changes = _resend_rows(conn, [*target, _no_other_on_its_way(email)], values)
     return changes[0] if changes else _in_the_way(conn, target, email)
 
@@ -170,7 +149,7 @@ def _resend_oldest(
                 continue
             taken.add((row.sender_id, row.email))
         ids.append(row.id)
-    _hold_addresses(conn, taken)
+    hold_senders(conn, [sender for sender, _ in taken])
     where = [invites.c.id.in_(ids), *where, _no_other_on_its_way(None)]
     changes = _resend_rows(conn, where, values) if ids else []
     in_order = sorted(changes, key=lambda change: change.invite.id)

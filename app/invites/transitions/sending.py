@@ -8,12 +8,13 @@ enviando → cancelado (the address is on the suppression list: never sent)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
 from app.clock import utcnow
 from app.invites.links import issue_for_claims
@@ -49,6 +50,24 @@ def on_its_way(row: Any) -> list[Any]:
     return [row.c.kind == INVITE, unindexed(row.c.status).in_([s.value for s in ON_ITS_WAY])]
 
 
+def hold_senders(conn: Connection, sender_ids: Iterable[str]) -> None:
+    """PostgreSQL: hold each sender until the commit before checking for (and writing) an
+    invitation on its way. Under READ COMMITTED a statement sees what committed before it
+    started, so two transactions writing to one address at the same moment (a new invite and a
+    resend, or two new invites) would both find the way clear; with this lock the second waits,
+    and its check, run after the first committed, sees the first's row. Taken once per
+    transaction, sorted, before any other lock an invitation's write takes, so these waits
+    cannot close a cycle. SQLite needs none: it has one writer at a time."""
+    if conn.dialect.name != "postgresql":
+        return
+    keys = {
+        int.from_bytes(hashlib.sha256(sender.encode()).digest()[:8], "big", signed=True)
+        for sender in sender_ids
+    }
+    for key in sorted(keys):
+        conn.execute(select(func.pg_advisory_xact_lock(key)))
+
+
 # Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
 _ON_THEIR_WAY = select(invites).where(
     *keyed_in((invites.c.sender_id, invites.c.email)), *on_its_way(invites)
@@ -73,6 +92,7 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
     gets a ``Duplicate`` instead, checked inside the transaction so a double click cannot pass.
     """
     now = utcnow()
+    hold_senders(conn, [request.sender_id for request in requests if request.kind == INVITE])
     existing = on_their_way(conn, requests)
     fresh: list[NewInvite] = []
     in_batch: set[tuple[str, str]] = set()
