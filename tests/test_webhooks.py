@@ -133,6 +133,45 @@ async def test_each_status_change_is_delivered_signed_by_a_real_worker_run(
     assert {d.headers["webhook-id"] for d in receiver.received} == {r.public_id for r in rows}
 
 
+async def test_a_resent_invites_deliveries_say_its_new_round_has_no_reminder_yet(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    clock: MovableClock,
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    made = await client.post(
+        "/api/v1/convites", json={"email": "ana@exemplo.com"}, headers=bearer(key)
+    )
+    invite_id = made.json()["id"]
+    await drain(settings)
+    clock.advance(settings.reminder_after_seconds + 1)
+    await drain(settings)  # the reminder
+    for action in ("cancelar", "reenviar"):
+        done = await client.post(f"/api/v1/convites/{invite_id}/{action}", headers=bearer(key))
+        assert done.status_code in (200, 202), done.text
+    await drain(settings)  # the new round's mail
+    await publish(db, settings)
+    await drain(settings)
+
+    said = {
+        (d.body["type"], len(d.body["data"]["historico"])): d.body["data"]["lembrete"]
+        for d in receiver.received
+    }
+    [cancelled_at] = [at for kind, at in said if kind == "convite.cancelado"]
+    assert said["convite.cancelado", cancelled_at] == "enviado"
+    # The new round's deliveries say no reminder: the one before was the old round's.
+    new_round = sorted((at, kind) for kind, at in said if at > cancelled_at)
+    assert [kind for _, kind in new_round] == [
+        "convite.pendente",
+        "convite.enviando",
+        "convite.enviado",
+    ]
+    assert {said[kind, at] for at, kind in new_round} == {None}
+
+
 async def test_a_failed_delivery_is_retried_with_the_same_id_and_body_after_the_backoff(
     settings: Settings,
     db: Database,

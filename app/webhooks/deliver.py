@@ -192,8 +192,9 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
     history = [e for e in await invite_history(db, claimed.invite_id) if e.id <= claimed.event_id]
     event: Event = history[-1]
     sent = [e for e in history if e.status == Status.ENVIADO and e.reminder is None]
-    # A reminder belongs to the send it followed (a new send starts without one).
-    reminded = [e for e in history if e.reminder is not None and (not sent or e.id > sent[-1].id)]
+    # A reminder belongs to its round: a resend (a new pendente) starts one without any.
+    round_began = max((e.id for e in history if e.status == Status.PENDENTE), default=0)
+    reminded = [e for e in history if e.reminder is not None and e.id > round_began]
     invite = dataclasses.replace(
         record_from(Invite, row),
         status=event.status,
