@@ -152,8 +152,14 @@ async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
     # Even a browser holding this link's way back cannot lift what the person did not put.
     anonymous_client.cookies.set(UNDO_COOKIE, undo_token(settings.secret_key, public_id))
     await anonymous_client.post(f"{path}/voltar", data={"csrf_token": token})
+    anonymous_client.cookies.delete(UNDO_COOKIE)
+    refused = await anonymous_client.post(f"{path}/voltar", data={"csrf_token": token})
 
     assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.COMPLAINED
+    # Refused, the page says what is true: a block, not an opt-out of the person's own.
+    assert refused.status_code == 403
+    assert "Este endereço não recebe convites" in refused.text
+    assert "você pediu para sair" not in refused.text
 
 
 async def test_only_the_browser_that_opted_out_may_take_it_back(

@@ -62,12 +62,16 @@ async def show(request: Request) -> Response:
     invite = await signed_invite(request)
     if invite is None:
         return _not_found(request)
+    return _page(request, invite, await _state_now(request, invite))
+
+
+async def _state_now(request: Request, invite: Invite) -> str:
+    """What the page says is true now: the question (or that the way back was taken), the
+    person's own opt-out, or a block (a bounce, a spam report) only an operator lifts."""
     entry = await suppression.entry_for(db_of(request), invite.email)
     if entry is None:
-        state = "voltou" if request.query_params.get("voltou") == "1" else "pergunta"
-    else:
-        state = "descadastrado" if entry.reason == Reason.OPTED_OUT else "bloqueado"
-    return _page(request, invite, state)
+        return "voltou" if request.query_params.get("voltou") == "1" else "pergunta"
+    return "descadastrado" if entry.reason == Reason.OPTED_OUT else "bloqueado"
 
 
 def _page(request: Request, invite: Invite, state: str, status_code: int = 200) -> Response:
@@ -123,9 +127,7 @@ async def take_back(request: Request) -> Response:
         settings_of(request).secret_key, invite.public_id, request.cookies.get(UNDO_COOKIE)
     ):
         log.warning("opt-out undo refused: not the browser that opted out")
-        entry = await suppression.entry_for(db_of(request), invite.email)
-        state = "pergunta" if entry is None else "descadastrado"
-        return _page(request, invite, state, status_code=403)
+        return _page(request, invite, await _state_now(request, invite), status_code=403)
     lifted = await suppression.lift(
         db_of(request),
         invite.email,
