@@ -16,6 +16,7 @@ from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
 from e2e.spoken import polite, spoken, wait_for_spoken
 from tests.answering import answer_link
 from tests.services import ScriptedSmtp
+from tests.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -151,3 +152,65 @@ def test_an_answer_after_the_batch_ended_is_heard_without_the_summary_again_and_
     page.get_by_role("link", name=re.compile(r"^Lote de 2 convites")).click()
     expect(page).to_have_url(batch_url)
     assert spoken(page) == []
+
+
+def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_again(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    """A batch row says nothing but its answers and what the person's own press on it did; the
+    same answer in a new round (Reenviar here, or through the API) is news."""
+    # Addresses of this test's own: the other batches' bounces and the per-address day limit.
+    email = "de.novo@exemplo.com"
+    declined = polite(f"{email} recusou o convite.")
+    context = new_context()
+    page = context.new_page()
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill(f"ao.lado@exemplo.com\n{email}")
+    page.get_by_role("button", name="Revisar").click()
+    page.get_by_role("button", name="Enviar 2 convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
+    invitee = new_context(signed_in=False).new_page()
+    row = page.locator("li.convite", has_text=email)
+
+    def decline(count: int) -> None:
+        """The invitee declines the newest mail's invitation; the page hears it ``count`` times."""
+        until(lambda: mails_to(smtp_server, email) == count, 15, "the round's mail arrives")
+        invitee.goto(answer_link(smtp_server, email))
+        invitee.get_by_role("button", name="Recusar").click()
+        until(lambda: spoken(page).count(declined) == count, 15, lambda: f"{spoken(page)}")
+
+    decline(1)
+    row.get_by_role("button", name="Reenviar").click()
+    decline(2)
+    # Sent again from elsewhere: the page's row changes silently, and its decline is news again.
+    key = api_key(context.new_page())
+    public_id = row.get_attribute("data-convite")
+    resent = page.request.post(
+        f"/api/v1/convites/{public_id}/reenviar", headers={"Authorization": f"Bearer {key}"}
+    )
+    assert resent.status == 202, resent.text()
+    decline(3)
+
+    assert spoken(page) == [
+        polite("Recebemos 2 convites, enviando…"),
+        polite("2 enviados."),
+        declined,
+        f"button, Reenviar o convite para {email}",
+        f"link, {email}",  # focus on the row, then what the press did
+        polite(f"Recebemos, enviando… (convite para {email})"),
+        declined,
+        declined,
+    ]
+
+
+def mails_to(smtp: ScriptedSmtp, email: str) -> int:
+    return sum(email in mail.rcpt_tos for mail in smtp.received)
+
+
+def api_key(page: Page) -> str:
+    page.goto("/conta/chaves")
+    page.get_by_label("Nome da chave").fill("Outro sistema")
+    page.get_by_role("button", name="Criar chave").click()
+    expect(page.locator("#chave")).to_have_text(re.compile(r"^cvk_"))
+    return page.locator("#chave").inner_text()

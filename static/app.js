@@ -88,10 +88,15 @@
     });
   }
 
-  // A row is heard when what it says changes: an older event, or a newer one that says the
-  // same (a reminder's outcome on an answered invite), adds nothing to hear.
-  function alreadySaid(mark, event, text) {
-    return mark && (mark.evento > event || mark.texto === text);
+  // A row is heard when what it says changes: an older event, or a newer one of the same round
+  // that says the same (a reminder's outcome on an answered invite), adds nothing to hear. A new
+  // round (Reenviar) may say the same again and is heard: a batch row's answers are its only
+  // sentences, so "recusou" after "recusou" is news.
+  function alreadySaid(mark, event, text, round) {
+    if (!mark) return false;
+    // A mark stored before rounds were remembered has none: its round is taken as this one.
+    var sameRound = mark.rodada === undefined || mark.rodada === round;
+    return mark.evento > event || (mark.texto === text && sameRound);
   }
 
   // A row new to this tab may be another tab's own action: the stream can reach this tab a
@@ -108,11 +113,18 @@
   function announceRow(row, ownAction, isNew) {
     // A pendente row says what the person sees: while sending is paused, that it waits.
     var text = (sendingPaused() && row.dataset.anuncioPausado) || row.dataset.anuncio;
+    var region = row.dataset.anuncioEm;
+    if (!text && ownAction && row.dataset.anuncioProprio) {
+      // A batch's row is silent (its summary speaks) but for the person's own press on it.
+      text = row.dataset.anuncioProprio;
+      region = row.dataset.anuncioProprioEm;
+    }
     if (!text) return;
     var key = row.dataset.convite;
     var event = Number(row.dataset.evento || 0);
-    if (alreadySaid(spokenHere.get(key), event, text)) return;
-    var mark = { evento: event, texto: text, at: Date.now() };
+    var round = Number(row.dataset.rodada || 0);
+    if (alreadySaid(spokenHere.get(key), event, text, round)) return;
+    var mark = { evento: event, texto: text, rodada: round, at: Date.now() };
     spokenHere.set(key, mark);
     // A tab in the background says nothing (and leaves the sentence to the tab in front).
     if (!ownAction && document.visibilityState === "hidden") return;
@@ -120,15 +132,15 @@
     if (ownAction) {
       // The person just acted here: acknowledge it here, and keep other tabs from repeating it.
       remember(key, mark);
-      say(row.dataset.anuncioEm, text);
+      say(region, text);
       exclusively(claim, null);
       return;
     }
     function sayOnce() {
       exclusively(claim, function () {
-        if (alreadySaid(stored(key), event, text)) return;
+        if (alreadySaid(stored(key), event, text, round)) return;
         remember(key, mark);
-        say(row.dataset.anuncioEm, text);
+        say(region, text);
       });
     }
     if (!isNew) {

@@ -239,13 +239,18 @@ def seconds_until_slow(invite: Invite, now: datetime, slow_after_seconds: float)
     return max(0.0, (due - now).total_seconds())
 
 
-def announcement(invite: Invite, text: StatusText) -> tuple[str, str]:
+def announcement(invite: Invite, text: StatusText, *, own_action: bool = False) -> tuple[str, str]:
     """What a screen reader should hear when a row reaches this state, and through which region.
 
     ``enviando`` is a passing moment, not announced; a batch's rows are silent but for answers
-    (the batch page sums them up).
+    (the batch page sums them up) and for the person's own press on the row (``own_action``:
+    Reenviar, Cancelar… on one row of a batch is heard as on a single invite).
     """
-    if invite.batch_id is not None and invite.status not in (Status.ACEITO, Status.RECUSADO):
+    if (
+        invite.batch_id is not None
+        and not own_action
+        and invite.status not in (Status.ACEITO, Status.RECUSADO)
+    ):
         return "", ""
     if invite.status == Status.ENVIADO and (invite.reminder_requested_at or invite.reminder_status):
         return reminder_announcement(invite)
