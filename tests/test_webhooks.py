@@ -455,6 +455,28 @@ async def test_dns_counts_within_the_attempts_timeout(
     assert receiver.received == []
 
 
+async def test_a_hung_dns_at_registration_is_a_clear_422_in_time(
+    settings: Settings, smtp: ScriptedSmtp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolver that never answers (as above) holds no registration past the timeout."""
+
+    async def never_answers(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    impatient = replace(settings, webhook_timeout_seconds=0.5)
+    async with app_client(impatient, smtp, "iara@exemplo.com") as client:
+        key = await new_key(client)
+        monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", never_answers)
+        async with asyncio.timeout(10):  # a backstop: a missing budget fails, not hangs
+            made = await client.post(
+                "/api/v1/webhooks",
+                json={"url": "https://ganchos.exemplo.com/convites"},
+                headers=bearer(key, **JSON),
+            )
+    assert made.status_code == 422
+    assert made.json()["campos"] == {"url": addresses.UNANSWERED}
+
+
 async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.AsyncClient) -> None:
     key = await new_key(client)
 

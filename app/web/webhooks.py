@@ -11,6 +11,7 @@ is also mailed once, by ``app.webhooks.deliver``).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -112,16 +113,20 @@ async def create(request: Request) -> Response:
         return error_response(request, 400, str(exc))
     raw = data.get("url")
     given = raw if isinstance(raw, str) else ""
+    settings = settings_of(request)
     try:
-        target = await addresses.resolve(
-            given, allow_private=settings_of(request).webhook_allow_private_networks
-        )
-    except addresses.Refused as exc:
+        # The OS resolver has no timeout of ours: a hung DNS server would hold the request.
+        async with asyncio.timeout(settings.webhook_timeout_seconds):
+            target = await addresses.resolve(
+                given, allow_private=settings.webhook_allow_private_networks
+            )
+    except (addresses.Refused, TimeoutError) as exc:
+        why = str(exc) if isinstance(exc, addresses.Refused) else addresses.UNANSWERED
         if wants_json(request):
             return JSONResponse(
-                {"erro": "Confira os campos.", "campos": {"url": str(exc)}}, status_code=422
+                {"erro": "Confira os campos.", "campos": {"url": why}}, status_code=422
             )
-        return await _page(request, error=str(exc), url=given[:2000], status_code=422)
+        return await _page(request, error=why, url=given[:2000], status_code=422)
     made = await store.create(db_of(request), request.state.account.id, target.url)
     if made is None:
         if wants_json(request):

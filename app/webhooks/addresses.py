@@ -32,6 +32,7 @@ PRIVATE = (
     "Este endereço aponta para uma rede interna ou reservada; use um endereço público na internet."
 )
 UNRESOLVED = "Não conseguimos encontrar este endereço (DNS). Confira o nome do servidor."
+UNANSWERED = "O servidor de nomes (DNS) não respondeu a tempo. Tente de novo em alguns minutos."
 
 
 class Refused(ValueError):
