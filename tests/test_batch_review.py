@@ -74,12 +74,15 @@ async def test_an_address_already_invited_shows_its_state_and_a_link(
     client: httpx.AsyncClient,
 ) -> None:
     existing = await post_invite(client, "ana@exemplo.com")
+    other = await post_invite(client, "Caio@exemplo.com")
 
-    page = await review_text(client, "ana@exemplo.com\nbia@exemplo.com")
+    # One mailbox however its local part is typed: the send would refuse it too.
+    page = await review_text(client, "ana@exemplo.com\nbia@exemplo.com\ncaio@exemplo.com")
 
-    assert counts(page.text) == {"Prontos para enviar": 1, "Já convidados por você": 1}
+    assert counts(page.text) == {"Prontos para enviar": 1, "Já convidados por você": 2}
     assert "o convite está pendente" in page.text
     assert f'href="/convites/{existing["id"]}"' in page.text
+    assert f'href="/convites/{other["id"]}"' in page.text
 
 
 async def test_an_address_that_bounced_before_is_flagged(

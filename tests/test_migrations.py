@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ from tests.fixtures import make_settings
 
 def _diff(database_url: str) -> list[Any]:
     def compare(conn: Connection) -> list[Any]:
-        return list(compare_metadata(MigrationContext.configure(conn), metadata))
+        with warnings.catch_warnings():
+            # SQLite's reflection skips an index on an expression (ix_invites_sender_email), so
+            # autogenerate cannot compare it there; PostgreSQL's run does, and the query plans
+            # (tests/test_query_plans.py) show SQLite searching it.
+            warnings.filterwarnings("ignore", "Skipped unsupported reflection of expression")
+            warnings.filterwarnings("ignore", "autogenerate skipping metadata-specified expression")
+            return list(compare_metadata(MigrationContext.configure(conn), metadata))
 
     async def run() -> list[Any]:
         engine = create_async_engine(database_url)

@@ -375,6 +375,25 @@ async def test_resend_loses_while_its_sender_has_another_invite_on_its_way_there
     assert await history(db, first) == [("pendente", 1), ("cancelado", 1)]
 
 
+async def test_one_mailbox_however_its_local_part_is_typed_is_one_duplicate(
+    db: Database,
+) -> None:
+    """Mail providers treat ``Ana@`` and ``ana@`` as one mailbox, as our limits do: a second
+    invitation to it, new or sent again, is a duplicate."""
+    stopped = await cancelled(db, "ana@exemplo.com")
+    first = await new_invite(db, "Ana@exemplo.com")
+
+    again = await transitions.create_invite(
+        db, sender_id="s1", email="ANA@exemplo.com", name=None, correlation_id="c-2"
+    )
+    resent = await transitions.request_resend(db, "s1", stopped.public_id)
+
+    assert isinstance(again, Duplicate) and again.invite.id == first.id
+    assert isinstance(resent, Duplicate) and resent.invite.id == first.id
+    # The address is kept as typed: it is the mail's To.
+    assert (await invite_row(db, first.public_id)).email == "Ana@exemplo.com"
+
+
 async def test_another_senders_invite_to_the_address_does_not_hold_a_resend_back(
     db: Database,
 ) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.batches.parse import Row
 from app.consent.suppression import REFUSALS, Reason, reasons_for
@@ -92,19 +92,20 @@ def _checked(row: Row) -> Reviewed:
 async def _earlier_invites(
     db: Database, sender_id: str, emails: Sequence[str]
 ) -> tuple[dict[str, Invite], dict[str, Invite]]:
-    """This sender's invites to these addresses: those on their way, and those that bounced."""
+    """This sender's invites to these mailboxes (by ``same_address``): those on their way, and
+    those that bounced."""
     if not emails:
         return {}, {}
     query = select(invites).where(
         invites.c.sender_id == sender_id,
         invites.c.kind == INVITE,
-        invites.c.email.in_(list(set(emails))),
+        func.lower(invites.c.email).in_(list({same_address(email) for email in emails})),
         invites.c.status.in_([s.value for s in (*ON_ITS_WAY, Status.DEVOLVIDO)]),
     )
     async with db.read() as conn:
         found = [record_from(Invite, row) for row in (await conn.execute(query)).all()]
-    on_the_way = {i.email: i for i in found if i.status in ON_ITS_WAY}
-    bounced = {i.email: i for i in found if i.status == Status.DEVOLVIDO}
+    on_the_way = {same_address(i.email): i for i in found if i.status in ON_ITS_WAY}
+    bounced = {same_address(i.email): i for i in found if i.status == Status.DEVOLVIDO}
     return on_the_way, bounced
 
 
@@ -134,13 +135,14 @@ def _against_history(
     if item.email in suppressed:
         message = REFUSALS[suppressed[item.email]]
         return Reviewed(item.row, Verdict.SUPPRESSED, message, item.email, item.name)
-    if item.email in on_the_way:
-        invite = on_the_way[item.email]
+    mailbox = same_address(item.email)
+    if mailbox in on_the_way:
+        invite = on_the_way[mailbox]
         message = f"Você já convidou este endereço; o convite está {invite.status.value}."
         return Reviewed(item.row, Verdict.ALREADY_INVITED, message, item.email, item.name, invite)
-    if item.email in bounced:
+    if mailbox in bounced:
         message = "Um convite seu para este endereço voltou (devolvido). Confira o endereço."
-        invite = bounced[item.email]
+        invite = bounced[mailbox]
         return Reviewed(item.row, Verdict.BOUNCED, message, item.email, item.name, invite)
     return item
 

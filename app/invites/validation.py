@@ -215,7 +215,7 @@ def _moment(raw: object, field: str, *, local: bool) -> tuple[datetime | None, s
 
 def same_address(email: str) -> str:
     """The form two spellings of one mailbox share (``Ana@Exemplo.com`` = ``ana@exemplo.com``):
-    accounts are unique by it, and the per-recipient limit and a batch's repeated rows count by
-    it. A sender's duplicate invite is the same stored address (``sending.on_its_way``), whose
-    local part keeps the case it was typed in."""
+    accounts are unique by it, and the per-recipient limit, a batch's repeated rows and a
+    sender's duplicate invitation (``sending.mailbox_of``) count by it. The stored address keeps
+    its local part as typed: it is the mail's To."""
     return email.lower()

@@ -24,6 +24,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     bindparam,
+    func,
     literal_column,
     tuple_,
 )
@@ -110,7 +111,6 @@ invites = Table(
     Column("reminder_requested_at", UTCDateTime),
     Index("ix_invites_sender_id", "sender_id", "id"),
     Index("ix_invites_status_next_attempt", "status", "next_attempt_at"),
-    Index("ix_invites_sender_email", "sender_id", "email"),
     Index("ix_invites_email_created_at", "email", "created_at"),
     Index("ix_invites_batch_id", "batch_id", "id"),
     # The sweep releases the scheduled invites that are due.
@@ -118,6 +118,9 @@ invites = Table(
     # The sweep looks for sent invites old enough for their reminder.
     Index("ix_invites_status_sent_at", "status", "sent_at"),
 )
+# A sender's invitations to one mailbox, however its local part was typed (``same_address``):
+# the duplicate check (``sending.on_its_way``).
+Index("ix_invites_sender_email", invites.c.sender_id, func.lower(invites.c.email))
 
 
 def unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -28,7 +28,7 @@ from app.invites.links import replace_links
 from app.invites.records import INVITE, Change, Duplicate, Invite, record_from
 from app.invites.status import CORRECTABLE, RESENDABLE, RETRYABLE_IN_BULK, Status
 from app.invites.transitions.core import transition_all
-from app.invites.transitions.sending import hold_senders, on_its_way
+from app.invites.transitions.sending import hold_senders, mailbox_of, on_its_way, to_mailbox
 from app.storage.database import Database
 from app.storage.tables import invites
 
@@ -61,8 +61,7 @@ def _no_other_on_its_way(email: str | None) -> Any:
         # Only an invitation is a duplicate, as at creation (a sign-in mail never is); for any
         # other kind the subquery is empty and the row may go.
         invites.c.kind == INVITE,
-        _OTHER.c.sender_id == invites.c.sender_id,
-        _OTHER.c.email == (invites.c.email if email is None else email),
+        *to_mailbox(_OTHER, invites.c.sender_id, invites.c.email if email is None else email),
         _OTHER.c.id != invites.c.id,
         *on_its_way(_OTHER),
     )
@@ -86,8 +85,7 @@ def _in_the_way(conn: Connection, target: list[Any], email: str | None) -> Dupli
     found = conn.execute(
         select(invites)
         .where(
-            invites.c.sender_id == stopped.sender_id,
-            invites.c.email == (stopped.email if email is None else email),
+            *to_mailbox(invites, stopped.sender_id, stopped.email if email is None else email),
             invites.c.id != stopped.id,
             *on_its_way(invites),
         )
@@ -145,9 +143,9 @@ def _resend_oldest(
     taken: set[tuple[str, str]] = set()
     for row in chosen:
         if row.kind == INVITE:
-            if (row.sender_id, row.email) in taken:
+            if mailbox_of(row.sender_id, row.email) in taken:
                 continue
-            taken.add((row.sender_id, row.email))
+            taken.add(mailbox_of(row.sender_id, row.email))
         ids.append(row.id)
     hold_senders(conn, [sender for sender, _ in taken])
     where = [invites.c.id.in_(ids), *where, _no_other_on_its_way(None)]

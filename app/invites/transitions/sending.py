@@ -36,6 +36,7 @@ from app.invites.transitions.core import (
     transition_all,
     transition_each,
 )
+from app.invites.validation import same_address
 from app.storage.database import Database
 from app.storage.tables import invites, keyed_in, keyed_params, unindexed
 
@@ -45,7 +46,8 @@ def on_its_way(row: Any) -> list[Any]:
     invitation from its sender to its address a duplicate: an invitation in ``ON_ITS_WAY``.
     The one definition, so a new invite (``create_invites``), a resend and a correction
     (``again``) refuse the same duplicates. The caller pairs it with the same sender and the same
-    stored address (``email`` as written, as every invite's address is normalised on entry)."""
+    mailbox (``lower(email)``, ``validation.same_address``: ``Ana@`` is ``ana@``), which
+    ix_invites_sender_email serves."""
     # The status through no index: the rows are found on ix_invites_sender_email.
     return [row.c.kind == INVITE, unindexed(row.c.status).in_([s.value for s in ON_ITS_WAY])]
 
@@ -70,18 +72,30 @@ def hold_senders(conn: Connection, sender_ids: Iterable[str]) -> None:
 
 # Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
 _ON_THEIR_WAY = select(invites).where(
-    *keyed_in((invites.c.sender_id, invites.c.email)), *on_its_way(invites)
+    *keyed_in((invites.c.sender_id, func.lower(invites.c.email))), *on_its_way(invites)
 )
 
 
+def mailbox_of(sender_id: str, email: str) -> tuple[str, str]:
+    """The key two invitations from one sender to one mailbox share."""
+    return sender_id, same_address(email)
+
+
+def to_mailbox(row: Any, sender_id: Any, email: Any) -> list[Any]:
+    """``row`` is from ``sender_id`` to the mailbox of ``email`` (each a column or a value), in
+    the form ix_invites_sender_email serves."""
+    return [row.c.sender_id == sender_id, func.lower(row.c.email) == func.lower(email)]
+
+
 def on_their_way(conn: Connection, requests: Sequence[NewInvite]) -> dict[tuple[str, str], Invite]:
-    """The invites these senders already have on the way (or arrived) to these addresses."""
-    pairs = list({(r.sender_id, r.email) for r in requests if r.kind == INVITE})
+    """The invites these senders already have on the way (or arrived) to these mailboxes, by
+    ``mailbox_of``."""
+    pairs = list({mailbox_of(r.sender_id, r.email) for r in requests if r.kind == INVITE})
     if not pairs:
         return {}
     rows = conn.execute(_ON_THEIR_WAY, keyed_params(pairs))
     found = [record_from(Invite, row) for row in rows.all()]
-    return {(invite.sender_id, invite.email): invite for invite in found}
+    return {mailbox_of(invite.sender_id, invite.email): invite for invite in found}
 
 
 def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Change | Duplicate]:
@@ -98,7 +112,7 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
     in_batch: set[tuple[str, str]] = set()
     repeats: list[tuple[str, str] | None] = []  # per request: the key it repeats, if any
     for request in requests:
-        key = (request.sender_id, request.email)
+        key = mailbox_of(request.sender_id, request.email)
         if request.kind == INVITE and (key in existing or key in in_batch):
             repeats.append(key)
             continue
@@ -109,7 +123,7 @@ def create_invites(conn: Connection, requests: Sequence[NewInvite]) -> list[Chan
     changes = _insert_new(conn, fresh, now) if fresh else []
     created = iter(changes)
     for change in changes:
-        existing.setdefault((change.invite.sender_id, change.invite.email), change.invite)
+        existing.setdefault(mailbox_of(change.invite.sender_id, change.invite.email), change.invite)
     return [next(created) if key is None else Duplicate(existing[key]) for key in repeats]
 
 
