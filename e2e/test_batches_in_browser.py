@@ -14,6 +14,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
 from e2e.spoken import polite, spoken, wait_for_spoken
+from e2e.test_live_pages import PAUSED, RECEIVED_PAUSED
 from tests.answering import answer_link
 from tests.services import ScriptedSmtp
 from tests.waiting import until
@@ -160,12 +161,12 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
     """A batch row says nothing but its answers and what the person's own press on it did; the
     same answer in a new round (Reenviar here, or through the API) is news."""
     # Addresses of this test's own: the other batches' bounces and the per-address day limit.
-    email = "de.novo@exemplo.com"
+    email, beside = "de.novo@exemplo.com", "ao.lado@exemplo.com"
     declined = polite(f"{email} recusou o convite.")
     context = new_context()
     page = context.new_page()
     page.goto("/lotes/novo")
-    page.get_by_label("Endereços", exact=True).fill(f"ao.lado@exemplo.com\n{email}")
+    page.get_by_label("Endereços", exact=True).fill(f"{beside}\n{email}")
     page.get_by_role("button", name="Revisar").click()
     page.get_by_role("button", name="Enviar 2 convites").click()
     page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
@@ -191,8 +192,20 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
     )
     assert resent.status == 202, resent.text()
     decline(3)
+    # The other row (an address's day allows three invitations), pressed while sending is
+    # paused: it says what is true, that the row waits.
+    invitee.goto(answer_link(smtp_server, beside))
+    invitee.get_by_role("button", name="Recusar").click()
+    wait_for_spoken(page, polite(f"{beside} recusou o convite."))
+    stack.stop_worker()
+    wait_for_spoken(page, polite(PAUSED))
+    page.locator("li.convite", has_text=beside).get_by_role("button", name="Reenviar").click()
+    wait_for_spoken(page, polite(RECEIVED_PAUSED.format(beside)))
+    # The batch's summary is news again too (its stream, in its own time).
+    progress = polite("1 de 2 enviados")
+    wait_for_spoken(page, progress)
 
-    assert spoken(page) == [
+    assert [said for said in spoken(page) if said != progress] == [
         polite("Recebemos 2 convites, enviando…"),
         polite("2 enviados."),
         declined,
@@ -201,7 +214,13 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
         polite(f"Recebemos, enviando… (convite para {email})"),
         declined,
         declined,
+        polite(f"{beside} recusou o convite."),
+        polite(PAUSED),
+        f"button, Reenviar o convite para {beside}",
+        f"link, {beside}",
+        polite(RECEIVED_PAUSED.format(beside)),
     ]
+    assert spoken(page).count(progress) == 1
 
 
 def mails_to(smtp: ScriptedSmtp, email: str) -> int:

@@ -116,7 +116,7 @@
     var region = row.dataset.anuncioEm;
     if (!text && ownAction && row.dataset.anuncioProprio) {
       // A batch's row is silent (its summary speaks) but for the person's own press on it.
-      text = row.dataset.anuncioProprio;
+      text = (sendingPaused() && row.dataset.anuncioProprioPausado) || row.dataset.anuncioProprio;
       region = row.dataset.anuncioProprioEm;
     }
     if (!text) return;

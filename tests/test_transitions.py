@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, text, update
 
+from app.batches.store import Conflict, NewBatch, write_batch
 from app.clock import utcnow
 from app.config import Settings
 from app.invites import transitions
@@ -392,6 +393,13 @@ async def test_one_mailbox_however_its_local_part_is_typed_is_one_duplicate(
     assert isinstance(resent, Duplicate) and resent.invite.id == first.id
     # The address is kept as typed: it is the mail's To.
     assert (await invite_row(db, first.public_id)).email == "Ana@exemplo.com"
+    # Two spellings in one group (a double click, say) are one invitation too.
+    twice = [
+        NewInvite("s2", email, None, "c-3") for email in ("caio@exemplo.com", "Caio@exemplo.com")
+    ]
+    async with db.write() as conn:
+        made = await conn.run_sync(transitions.create_invites, twice)
+    assert [type(result).__name__ for result in made] == ["Change", "Duplicate"]
 
 
 async def test_another_senders_invite_to_the_address_does_not_hold_a_resend_back(
@@ -464,6 +472,31 @@ async def test_a_write_to_an_address_waits_for_a_new_invite_to_it_in_flight_then
     assert (await invite_row(db, stopped.public_id)).status == Status.CANCELADO
 
 
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite's one writer runs them in turn")
+async def test_a_batch_waits_for_a_new_invite_in_flight_to_one_of_its_addresses_then_conflicts(
+    db: Database,
+) -> None:
+    """A batch holds its sender before its own check, so an invite being written meanwhile is
+    a plain ``Conflict`` (409, the review again), not a duplicate found halfway through."""
+    first = await db.writer.connect()
+    writing = await first.begin()
+    request = NewInvite("s1", "ana@exemplo.com", None, "c-1")
+    [made] = await first.run_sync(transitions.create_invites, [request])
+    assert isinstance(made, Change)
+    emails = ("bia@exemplo.com", "Ana@exemplo.com")
+    asked = NewBatch("s1", tuple(NewInvite("s1", email, None, "c-2") for email in emails))
+    batch = asyncio.create_task(write_batch(db, asked))
+
+    assert await waits_for_a_sender(db, batch)
+    await writing.commit()
+    await first.close()
+
+    written = await batch
+    assert isinstance(written, Conflict) and [i.email for i in written.existing] == [
+        "ana@exemplo.com"
+    ]
+
+
 async def failed_with(db: Database, email: str, reason: str) -> Invite:
     invite = await claimed(db, await new_invite(db, email))
     change = await transitions.mark_failed(db, invite, reason)
@@ -516,9 +549,13 @@ async def test_of_two_bulk_resends_each_row_is_sent_again_once(db: Database) -> 
 async def test_bulk_resend_leaves_out_an_address_its_sender_has_another_invite_on_its_way_to(
     db: Database,
 ) -> None:
+    # One mailbox however typed (``same_address``), as a new invite's check.
     stopped = await failed_with(db, "ana@exemplo.com", "550 Blocked")
-    on_its_way = await new_invite(db, "ana@exemplo.com")
-    older, newer = [await failed_with(db, "bia@exemplo.com", "550 Blocked") for _ in range(2)]
+    on_its_way = await new_invite(db, "Ana@exemplo.com")
+    older, newer = [
+        await failed_with(db, email, "550 Blocked")
+        for email in ("bia@exemplo.com", "Bia@exemplo.com")
+    ]
     elsewhere = await failed_with(db, "caio@exemplo.com", "550 Blocked")
 
     done = await transitions.request_resend_many(db, Status.FALHOU, reason="550 Blocked")

@@ -8,7 +8,6 @@ address is already on its way, nothing at all is written and the caller is told 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -63,6 +62,8 @@ class _BatchRaced(RuntimeError):
 
 
 def _write_one(conn: Connection, batch: NewBatch) -> Written | Conflict:
+    # The sender held before the check, so the check sees every invitation on its way.
+    hold_senders(conn, [batch.sender_id])
     existing = list(on_their_way(conn, batch.requests).values())
     if existing:
         return Conflict(existing)
@@ -88,16 +89,13 @@ def _write_one(conn: Connection, batch: NewBatch) -> Written | Conflict:
     return Written(row, changes)
 
 
-def _write_batches(conn: Connection, asked: Sequence[NewBatch]) -> list[Written | Conflict]:
-    # Every sender of the group at once, sorted: each batch's own hold then waits for nothing.
-    hold_senders(conn, [batch.sender_id for batch in asked])
-    return [_write_one(conn, batch) for batch in asked]
-
-
 async def write_batch(db: Database, batch: NewBatch) -> Written | Conflict:
-    """Write the batch row and all its invites, events and outbox rows in one transaction
-    (group commit), or nothing when any address is already on its way (``Conflict``)."""
-    return await db.write_many(_write_batches, batch)
+    """Write the batch row and all its invites, events and outbox rows in one transaction, or
+    nothing when any address is already on its way (``Conflict``). A transaction of its own,
+    not the group commit: a group's single invitations hold their senders in one step
+    (``sending.hold_senders``), which a batch's hold in the same transaction would split."""
+    async with db.write() as conn:
+        return await conn.run_sync(_write_one, batch)
 
 
 async def get_batch(db: Database, sender_id: str, public_id: str) -> Batch | None:

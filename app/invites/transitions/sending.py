@@ -57,9 +57,11 @@ def hold_senders(conn: Connection, sender_ids: Iterable[str]) -> None:
     invitation on its way. Under READ COMMITTED a statement sees what committed before it
     started, so two transactions writing to one address at the same moment (a new invite and a
     resend, or two new invites) would both find the way clear; with this lock the second waits,
-    and its check, run after the first committed, sees the first's row. Taken once per
-    transaction, sorted, before any other lock an invitation's write takes, so these waits
-    cannot close a cycle. SQLite needs none: it has one writer at a time."""
+    and its check, run after the first committed, sees the first's row. Taken in one step per
+    transaction, sorted (a group commit's new invites in one ``create_invites``; a batch and a
+    resend each in a transaction of its own), before any row lock of that transaction's
+    invitations, so these waits cannot close a cycle. SQLite needs none: it has one writer at a
+    time."""
     if conn.dialect.name != "postgresql":
         return
     keys = {
@@ -70,7 +72,7 @@ def hold_senders(conn: Connection, sender_ids: Iterable[str]) -> None:
         conn.execute(select(func.pg_advisory_xact_lock(key)))
 
 
-# Built once: an accept batch binds only its (sender, address) pairs (see core._keyed_update).
+# Built once: an accept batch binds only its (sender, mailbox) pairs (see core._keyed_update).
 _ON_THEIR_WAY = select(invites).where(
     *keyed_in((invites.c.sender_id, func.lower(invites.c.email))), *on_its_way(invites)
 )

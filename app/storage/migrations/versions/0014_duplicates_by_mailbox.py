@@ -16,6 +16,10 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# SQLite's reflection skips an index on an expression: a later ``batch_alter_table`` that
+# rebuilds ``invites`` would drop this one without a word, so such a migration recreates it.
+
+
 def upgrade() -> None:
     op.drop_index("ix_invites_sender_email", table_name="invites")
     op.create_index("ix_invites_sender_email", "invites", ["sender_id", sa.text("lower(email)")])
