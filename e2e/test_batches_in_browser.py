@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Route, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
@@ -153,6 +153,39 @@ def test_an_answer_after_the_batch_ended_is_heard_without_the_summary_again_and_
     page.get_by_role("link", name=re.compile(r"^Lote de 2 convites")).click()
     expect(page).to_have_url(batch_url)
     assert spoken(page) == []
+
+
+def test_a_batch_that_ended_before_its_page_came_is_heard_to_its_end(
+    new_context: Callable[..., BrowserContext], stack: Stack
+) -> None:
+    """A small batch and an idle worker: every mail left before the batch's page loaded. The
+    page's stream has nothing newer to say, so the page says the end itself."""
+    page = new_context().new_page()
+
+    def after_the_end(route: Route) -> None:
+        """The send's answer (a redirect to the batch's page) reaches the browser only once
+        the batch has ended."""
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        sent = route.fetch(max_redirects=0)
+        batch_url = sent.headers["location"].split("?")[0]
+        until(
+            lambda: 'data-final="sim"' in page.request.get(batch_url).text(),
+            30,
+            "the batch ends before its page is asked for",
+        )
+        route.fulfill(response=sent)
+
+    page.route(re.compile(r"/lotes$"), after_the_end)
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill("cedo1@exemplo.com\ncedo2@exemplo.com")
+    page.get_by_role("button", name="Revisar").click()
+    page.get_by_role("button", name="Enviar 2 convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+
+    wait_for_spoken(page, polite("2 enviados."))
+    assert spoken(page) == [polite("Recebemos 2 convites, enviando…"), polite("2 enviados.")]
 
 
 def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_again(

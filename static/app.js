@@ -398,7 +398,9 @@
   }
 
   // On load the page's own summary is what the person sees, not news: mark it as said. The
-  // first visit after sending ("?novo=1") says "Recebemos N convites, enviando…" once.
+  // first visit after sending ("?novo=1") says "Recebemos N convites, enviando…" once, and when
+  // the batch already ended before the page came (a small batch, an idle worker), its end
+  // right after: the stream has nothing newer to say it with.
   function loadBatchPage() {
     var summary = byId("lote-resumo");
     if (!summary) return;
@@ -406,6 +408,7 @@
     var mark = batchMark(batch);
     var received = byId("lote-recebido");
     var first = received && received.dataset.falar && !mark.recebido;
+    var endedAlready = first && summary.dataset.final === "sim";
     if (summary.dataset.final === "sim") {
       mark.fim = summary.dataset.chave;
       mark.fimTexto = summary.dataset.progresso;
@@ -418,6 +421,7 @@
     mark.chave = mark.chave || summary.dataset.chave;
     remember("lote:" + batch, mark);
     if (first) say("status", received.dataset.falar);
+    if (endedAlready) say("status", summary.dataset.progresso);
   }
 
   function placeNotice(html) {
