@@ -370,7 +370,9 @@
       mark.fimTexto = summary.dataset.progresso;
       mark.falhas = failures;
     } else {
-      if (mark.chave !== key && now - (mark.at || 0) >= gap - 250) {
+      // Once its end was said, a batch sent again in part (a row's Reenviar, an operator's
+      // retry) is heard through those rows and its next end, not as progress again.
+      if (!mark.fim && mark.chave !== key && now - (mark.at || 0) >= gap - 250) {
         spoken.push(["status", summary.dataset.progresso]);
         mark.chave = key;
         mark.at = now;
