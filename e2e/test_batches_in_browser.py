@@ -14,7 +14,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
 from e2e.spoken import polite, spoken, wait_for_spoken
-from e2e.test_live_pages import PAUSED, RECEIVED_PAUSED
+from e2e.test_live_pages import PAUSED, RECEIVED_PAUSED, SENT
 from tests.answering import answer_link
 from tests.services import ScriptedSmtp
 from tests.waiting import until
@@ -188,6 +188,42 @@ def test_a_batch_that_ended_before_its_page_came_is_heard_to_its_end(
     assert spoken(page) == [polite("Recebemos 2 convites, enviando…"), polite("2 enviados.")]
 
 
+def test_a_press_whose_answer_comes_after_the_stream_is_still_answered(
+    new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
+) -> None:
+    """The stream brings the row's new state before the button's own answer lands: the answer,
+    no longer news for the list, is still what the person hears about their press."""
+    email = "corrida@exemplo.com"
+    page = new_context().new_page()
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill(f"corrida.par@exemplo.com\n{email}")
+    page.get_by_role("button", name="Revisar").click()
+    page.get_by_role("button", name="Enviar 2 convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
+    invitee = new_context(signed_in=False).new_page()
+    invitee.goto(answer_link(smtp_server, email))
+    invitee.get_by_role("button", name="Recusar").click()
+    wait_for_spoken(page, polite(f"{email} recusou o convite."))
+    row = page.locator("li.convite", has_text=email)
+
+    def after_the_stream(route: Route) -> None:
+        answer = route.fetch()
+        until(
+            lambda: row.get_attribute("data-status") != "recusado",
+            15,
+            "the stream brings the row's new state first",
+        )
+        route.fulfill(response=answer)
+
+    page.route(re.compile(r"/reenviar$"), after_the_stream)
+    row.get_by_role("button", name="Reenviar").click()
+
+    answers = {polite(f"Recebemos, enviando… (convite para {email})"), polite(SENT.format(email))}
+    until(lambda: answers & set(spoken(page)), 15, lambda: f"{spoken(page)}")
+    assert len(answers & set(spoken(page))) == 1
+
+
 def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_again(
     new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
 ) -> None:
@@ -210,12 +246,20 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
     def decline(count: int) -> None:
         """The invitee declines the newest mail's invitation; the page hears it ``count`` times."""
         until(lambda: mails_to(smtp_server, email) == count, 15, "the round's mail arrives")
+        # The mail reaches the server a moment before its row is enviado; until then its
+        # link says the invitation is still being sent (409) and offers no answer.
+        expect(row).to_have_attribute("data-status", "enviado", timeout=15_000)
         invitee.goto(answer_link(smtp_server, email))
         invitee.get_by_role("button", name="Recusar").click()
         until(lambda: spoken(page).count(declined) == count, 15, lambda: f"{spoken(page)}")
 
     decline(1)
     row.get_by_role("button", name="Reenviar").click()
+    # What the press did, as the row says it when its answer lands (the stream may bring the
+    # mail's departure first: then that is what is said).
+    answers = {polite(f"Recebemos, enviando… (convite para {email})"), polite(SENT.format(email))}
+    until(lambda: answers & set(spoken(page)), 15, lambda: f"{spoken(page)}")
+    [answered] = answers & set(spoken(page))
     decline(2)
     # Sent again from elsewhere: the page's row changes silently, and its decline is news again.
     key = api_key(context.new_page())
@@ -243,7 +287,7 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
         declined,
         f"button, Reenviar o convite para {email}",
         f"link, {email}",  # focus on the row, then what the press did
-        polite(f"Recebemos, enviando… (convite para {email})"),
+        answered,
         declined,
         declined,
         polite(f"{beside} recusou o convite."),

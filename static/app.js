@@ -237,6 +237,8 @@
     var incoming = parseRow(html);
     var list = byId("lista-convites");
     if (!incoming || !list) return null;
+    // The row's next placement answers a press on it, whichever way it comes (pressedRows).
+    if (pressedRows.delete(incoming.dataset.convite)) ownAction = true;
     var existing = byId(incoming.id);
     var isNew = !existing;
     if (existing) {
@@ -456,6 +458,25 @@
   document.addEventListener("htmx:sseError", function () {
     var note = byId("conexao");
     if (note) note.hidden = false;
+  });
+
+  // A press on a row's button (Reenviar, Cancelar…) is answered by the row's next placement.
+  // Usually that is the press's own answer; but the stream may bring the row's new state
+  // first, and then the old row, its button and htmx's events from it are detached: they no
+  // longer reach this document, and the press would go unanswered.
+  var pressedRows = new Set();
+  function pressedRow(evt) {
+    var row = evt.target && evt.target.closest ? evt.target.closest("li.convite") : null;
+    return row ? row.dataset.convite : null;
+  }
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var key = pressedRow(evt);
+    if (key) pressedRows.add(key);
+  });
+  // Answered without a new row (a 409, a 422, no connection): nothing to wait for.
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var key = pressedRow(evt);
+    if (key) pressedRows.delete(key);
   });
 
   // A 202 from the form or a "Tentar de novo"/"Reenviar", or a 200 from "Cancelar convite":
