@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -230,3 +233,22 @@ async def rows_naming(db: Database, address: str) -> dict[str, int]:
         raws = (await conn.execute(select(bounces.c.raw))).scalars().all()
     found["bounces.raw"] = sum(address.encode() in bytes(raw).lower() for raw in raws)
     return found
+
+
+async def app_command(
+    settings: Settings, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m app ARGS`` as an operator runs it, with ``settings`` (and ``env``). Off the
+    event loop: the test's own app may be between a statement and its commit on SQLite (a group
+    commit awaits its commit), and a loop blocked by the command would keep the write lock the
+    command itself waits for."""
+    from tests.fixtures import process_env
+
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "app", *args],
+        env=process_env(settings, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 
 import httpx
@@ -18,33 +16,23 @@ from app.invites.status import Status
 from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
 from app.storage.tables import outbox
-from tests.fixtures import drain, process_env
-from tests.helpers import invite_row, post_invite
+from tests.fixtures import drain
+from tests.helpers import app_command, invite_row, post_invite
 from tests.services import ScriptedSmtp, free_port
-
-
-def run(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env=process_env(settings, **env),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
     client: httpx.AsyncClient, settings: Settings, redis: Redis
 ) -> None:
     await beat(redis, WORKERS, "worker-a")
-    healthy = run(settings, "status")
+    healthy = await app_command(settings, "status")
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert healthy.stdout.startswith("Convites: SAUDÁVEL")
     assert "Workers ativos: 1" in healthy.stdout
 
     await redis.delete("convites:workers")
     await post_invite(client, "ana@exemplo.com")
-    sick = run(settings, "status")
+    sick = await app_command(settings, "status")
 
     assert sick.returncode == 1
     assert "COM PROBLEMAS" in sick.stdout and "[no_live_worker]" in sick.stdout
@@ -52,7 +40,9 @@ async def test_status_exits_0_when_healthy_and_1_with_the_reason_when_not(
 
 
 async def test_status_json_is_the_saude_body(settings: Settings) -> None:
-    down = run(settings, "status", "--json", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    down = await app_command(
+        settings, "status", "--json", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"
+    )
 
     assert down.returncode == 1
     body = json.loads(down.stdout)
@@ -69,7 +59,7 @@ async def test_reconcile_publishes_a_forgotten_outbox_row_and_says_so(
     async with db.write() as conn:  # the request that wrote it died before enqueueing
         await conn.execute(update(outbox).values(created_at=utcnow() - timedelta(minutes=1)))
 
-    result = run(settings, "reconcile")
+    result = await app_command(settings, "reconcile")
 
     assert result.returncode == 0, result.stderr
     assert "1 do outbox para a fila" in result.stdout
@@ -86,7 +76,7 @@ async def test_retry_sends_again_only_the_failures_whose_reason_matches(
         ids[reply[:3]] = (await post_invite(client, f"x{reply[:3]}@exemplo.com"))["id"]
         await drain(settings)
 
-    result = run(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
+    result = await app_command(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("1 convite voltou para a fila.")
@@ -104,7 +94,7 @@ async def test_retry_says_how_many_it_left_out_for_an_address_invited_again(
     await drain(settings)
     await post_invite(client, "x@exemplo.com")  # the sender invited the address again
 
-    result = run(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
+    result = await app_command(settings, "retry", "--status", "falhou", "--reason", "5.1.1")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -114,8 +104,8 @@ async def test_retry_says_how_many_it_left_out_for_an_address_invited_again(
     assert (await invite_row(db, stopped)).status == Status.FALHOU
 
 
-def test_retry_refuses_a_status_that_cannot_be_sent_again(settings: Settings) -> None:
-    result = run(settings, "retry", "--status", "enviado")
+async def test_retry_refuses_a_status_that_cannot_be_sent_again(settings: Settings) -> None:
+    result = await app_command(settings, "retry", "--status", "enviado")
 
     assert result.returncode == 2
     assert "invalid choice" in result.stderr

@@ -6,7 +6,6 @@ PostgreSQL in no row."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,11 @@ from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import bounces, sessions, webhook_deliveries
 from tests.api_keys import bearer, new_key
-from tests.fixtures import BACKEND, app_client, drain, process_env
+from tests.fixtures import BACKEND, app_client, drain
 from tests.helpers import (
     JSON,
     api_headers,
+    app_command,
     bounce_sample,
     invite_row,
     post_invite,
@@ -36,14 +36,8 @@ from tests.services import ScriptedSmtp
 ANA = "ana@exemplo.com"
 
 
-def forget(settings: Settings, email: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "esquecer", email],
-        env=process_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+async def forget(settings: Settings, email: str) -> subprocess.CompletedProcess[str]:
+    return await app_command(settings, "esquecer", email)
 
 
 async def bounce_count(db: Database) -> int:
@@ -109,7 +103,7 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
         assert (await invite_row(db, to_ana["id"])).status == Status.DEVOLVIDO
         assert sum((await rows_naming(db, ANA)).values()) > 0
 
-        done = forget(settings, "Ana@Exemplo.com")
+        done = await forget(settings, "Ana@Exemplo.com")
 
         assert done.returncode == 0, done.stderr
         assert (await ana.get("/")).text.count("Entrar") > 0  # the session went with the account
@@ -173,7 +167,7 @@ async def test_every_sqlite_connection_overwrites_deleted_rows(db: Database) -> 
 async def test_an_opt_out_is_kept_as_its_hash_alone(settings: Settings, db: Database) -> None:
     await suppression.suppress(db, ANA, suppression.Reason.OPTED_OUT)
 
-    done = forget(settings, ANA)
+    done = await forget(settings, ANA)
 
     assert done.stdout.splitlines()[1:] == [
         "  descadastro mantido só como hash (sem o endereço): 1"
@@ -186,7 +180,7 @@ async def test_an_opt_out_is_kept_as_its_hash_alone(settings: Settings, db: Data
 
 
 async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings) -> None:
-    done = forget(settings, "ninguem@exemplo.com")
+    done = await forget(settings, "ninguem@exemplo.com")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Nada encontrado para ninguem@exemplo.com: nenhum dado a apagar.\n"
 
@@ -199,7 +193,7 @@ async def test_a_stray_space_erases_what_the_clean_address_does(
     # stays, as its hash): the spaced address must do that and erase her invite too.
     await suppression.suppress(db, ANA, suppression.Reason.BOUNCED)
 
-    done = forget(settings, f" {ANA} ")
+    done = await forget(settings, f" {ANA} ")
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
@@ -219,7 +213,7 @@ async def test_a_unicode_domain_finds_the_invites_stored_with_its_idna_form(
     stored = (await invite_row(db, created["id"])).email
     assert stored == "ana@xn--ao-siap.com.br"
 
-    done = forget(settings, "ana@AÇÃO.com.br")
+    done = await forget(settings, "ana@AÇÃO.com.br")
 
     assert done.returncode == 0, done.stderr
     assert "  convites e e-mails de acesso: 1" in done.stdout.splitlines()
@@ -240,8 +234,8 @@ async def test_something_that_is_no_address_is_refused_and_nothing_is_touched(
     assert await bounce_count(db) == 1
 
     # An empty address is contained in every text: it would match every bounce.
-    blank = forget(settings, "  ")
-    broken = forget(settings, "ana@")
+    blank = await forget(settings, "  ")
+    broken = await forget(settings, "ana@")
 
     for refused in (blank, broken):
         assert refused.returncode == 2

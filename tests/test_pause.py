@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,21 +20,15 @@ from app.sending.pause import current_pause, pause_sending, resume_sending
 from app.storage.database import Database
 from app.web.present import TEAM_PAUSED_NOTICE
 from tests.fixtures import MovableClock, drain, process_env
-from tests.helpers import JSON, client_for, invite_row, post_invite, wait_for_status
+from tests.helpers import JSON, app_command, client_for, invite_row, post_invite, wait_for_status
 from tests.services import AppProcess, ScriptedSmtp
 
 TOKEN = "token-de-operacao-bem-comprido"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def cli(settings: Settings, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env=process_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+async def cli(settings: Settings, *args: str) -> str:
+    result = await app_command(settings, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -45,10 +37,10 @@ async def test_the_command_line_pauses_and_resumes_and_saude_reports_it_as_no_fa
     client: httpx.AsyncClient, settings: Settings, db: Database, redis: Redis
 ) -> None:
     await beat(redis, WORKERS, "worker-a")
-    assert "Envio pausado" in cli(settings, "pause", "--motivo", "provedor fora")
+    assert "Envio pausado" in await cli(settings, "pause", "--motivo", "provedor fora")
     paused = await client.get("/saude", headers=JSON)
 
-    assert "Envio retomado" in cli(settings, "resume")
+    assert "Envio retomado" in await cli(settings, "resume")
     running = await client.get("/saude", headers=JSON)
 
     assert paused.status_code == 200 and paused.json()["problemas"] == []

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -20,8 +18,8 @@ from app.consent import suppression
 from app.consent.suppression import Reason
 from app.storage.database import Database
 from app.storage.tables import suppressions
-from tests.fixtures import process_env, running_app
-from tests.helpers import JSON, page_token
+from tests.fixtures import running_app
+from tests.helpers import JSON, app_command, page_token
 
 TOKEN = "token-de-operacao-bem-comprido"
 
@@ -129,33 +127,23 @@ async def test_lifting_from_operacao_needs_the_operator(
     assert await suppression.reason_for(db, "ana@exemplo.com") == Reason.OPTED_OUT
 
 
-def run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env=process_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-
 async def test_the_command_line_lists_the_entries_and_lifts_one(
     settings: Settings, db: Database
 ) -> None:
     await suppression.suppress(db, "ana@exemplo.com", Reason.OPTED_OUT, "link do convite")
     await suppression.suppress(db, "bia@exemplo.com", Reason.COMPLAINED, "Feedback-Type: abuse")
 
-    listed = run(settings, "suppression", "list")
+    listed = await app_command(settings, "suppression", "list")
     assert listed.returncode == 0, listed.stderr
     assert "2 endereços na lista de supressão." in listed.stdout
     assert "ana@exemplo.com  Pediu para não receber (link do convite)" in listed.stdout
     assert "bia@exemplo.com  Marcou como spam" in listed.stdout
 
-    lifted = run(
+    lifted = await app_command(
         settings, "suppression", "lift", "Bia@Exemplo.com", "--motivo", "pediu", "--quem", "ops"
     )
     assert lifted.returncode == 0, lifted.stderr
     assert "saiu da lista de supressão (Marcou como spam)" in lifted.stdout
     assert await suppression.reason_for(db, "bia@exemplo.com") is None
-    again = run(settings, "suppression", "lift", "bia@exemplo.com", "--motivo", "x")
+    again = await app_command(settings, "suppression", "lift", "bia@exemplo.com", "--motivo", "x")
     assert again.returncode == 1 and "não está na lista" in again.stdout
