@@ -23,9 +23,8 @@ from app.sending.pause import pause_sending
 from app.storage.database import Database
 from app.storage.tables import invites
 from tests.fixtures import BACKEND, MovableClock, drain, running_app
-from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
+from tests.helpers import JSON, api_headers, app_command, csrf_token, invite_row, written
 from tests.services import ScriptedSmtp
-from tests.test_cli import run
 from tests.test_health import codes, saude
 from tests.test_metrics import scrape, value
 from tests.waiting import eventually
@@ -241,7 +240,7 @@ async def test_saude_alarms_when_a_scheduled_invite_is_overdue_and_status_shows_
     await beat(redis, WORKERS, "worker-a")
 
     on_time = (await saude(settings)).json()
-    shown = run(settings, "status").stdout
+    shown = (await app_command(settings, "status")).stdout
     async with running_app(replace(settings, ops_token=OPS_TOKEN)) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as ops:
