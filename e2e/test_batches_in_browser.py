@@ -120,11 +120,7 @@ def test_an_answer_after_the_batch_ended_is_heard_without_the_summary_again_and_
     new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
 ) -> None:
     page = new_context().new_page()
-    page.goto("/lotes/novo")
-    page.get_by_label("Endereços", exact=True).fill("lote1@exemplo.com\nlote2@exemplo.com")
-    page.get_by_role("button", name="Revisar").click()
-    page.get_by_role("button", name="Enviar 2 convites").click()
-    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    send_batch(page, "lote1@exemplo.com", "lote2@exemplo.com")
     wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
     batch_url = page.url.split("?")[0]
 
@@ -178,11 +174,7 @@ def test_a_batch_that_ended_before_its_page_came_is_heard_to_its_end(
         route.fulfill(response=sent)
 
     page.route(re.compile(r"/lotes$"), after_the_end)
-    page.goto("/lotes/novo")
-    page.get_by_label("Endereços", exact=True).fill("cedo1@exemplo.com\ncedo2@exemplo.com")
-    page.get_by_role("button", name="Revisar").click()
-    page.get_by_role("button", name="Enviar 2 convites").click()
-    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    send_batch(page, "cedo1@exemplo.com", "cedo2@exemplo.com")
 
     wait_for_spoken(page, polite("2 enviados."))
     assert spoken(page) == [polite("Recebemos 2 convites, enviando…"), polite("2 enviados.")]
@@ -195,11 +187,7 @@ def test_a_press_whose_answer_comes_after_the_stream_is_still_answered(
     no longer news for the list, is still what the person hears about their press."""
     email = "corrida@exemplo.com"
     page = new_context().new_page()
-    page.goto("/lotes/novo")
-    page.get_by_label("Endereços", exact=True).fill(f"corrida.par@exemplo.com\n{email}")
-    page.get_by_role("button", name="Revisar").click()
-    page.get_by_role("button", name="Enviar 2 convites").click()
-    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    send_batch(page, "corrida.par@exemplo.com", email)
     wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
     invitee = new_context(signed_in=False).new_page()
     invitee.goto(answer_link(smtp_server, email))
@@ -234,11 +222,7 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
     declined = polite(f"{email} recusou o convite.")
     context = new_context()
     page = context.new_page()
-    page.goto("/lotes/novo")
-    page.get_by_label("Endereços", exact=True).fill(f"{beside}\n{email}")
-    page.get_by_role("button", name="Revisar").click()
-    page.get_by_role("button", name="Enviar 2 convites").click()
-    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
+    send_batch(page, beside, email)
     wait_for_spoken(page, polite("2 enviados."), timeout=30_000)
     invitee = new_context(signed_in=False).new_page()
     row = page.locator("li.convite", has_text=email)
@@ -296,6 +280,15 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
         f"link, {beside}",
         polite(RECEIVED_PAUSED.format(beside)),
     ]
+
+
+def send_batch(page: Page, *emails: str) -> None:
+    """Paste ``emails`` into a new batch, review it and send it: the page is the batch's own."""
+    page.goto("/lotes/novo")
+    page.get_by_label("Endereços", exact=True).fill("\n".join(emails))
+    page.get_by_role("button", name="Revisar").click()
+    page.get_by_role("button", name=f"Enviar {len(emails)} convites").click()
+    page.wait_for_url(re.compile(r"/lotes/[\w-]+\?novo=1$"))
 
 
 def mails_to(smtp: ScriptedSmtp, email: str) -> int:
