@@ -29,6 +29,7 @@ from tests.api_keys import bearer, new_key
 from tests.fixtures import ROOT, SENDER, MovableClock, app_client, drain
 from tests.helpers import JSON, page_token
 from tests.services import ScriptedSmtp
+from tests.test_bounce_corrections import bounced
 from tests.webhook_receiver import STALL, Receiver, webhook_receiver
 
 SPEC = json.loads((ROOT / "app" / "api" / "openapi.json").read_text())
@@ -170,6 +171,39 @@ async def test_a_resent_invites_deliveries_say_its_new_round_has_no_reminder_yet
         "convite.enviado",
     ]
     assert {said[kind, at] for at, kind in new_round} == {None}
+
+
+async def test_a_corrected_invites_new_round_says_its_mail_has_not_left_until_it_leaves(
+    settings: Settings,
+    db: Database,
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    bounce_port: int,
+) -> None:
+    settings = local(settings)
+    key, _ = await register(client, receiver)
+    created = await bounced(client, settings, db, bounce_port)
+    fixed = await client.post(
+        f"/api/v1/convites/{created['id']}/corrigir",
+        json={"email": "ana@exemplo.com"},
+        headers=bearer(key),
+    )
+    assert fixed.status_code == 202, fixed.text
+    await drain(settings)  # the corrected address's mail
+    await publish(db, settings)
+    await drain(settings)
+
+    said = {
+        (d.body["type"], len(d.body["data"]["historico"])): d.body["data"]["enviado_em"]
+        for d in receiver.received
+    }
+    [first_sent, again_sent] = sorted(at for kind, at in said if kind == "convite.enviado")
+    [bounced_at] = [at for kind, at in said if kind == "convite.devolvido"]
+    [corrected_at] = [at for kind, at in said if kind == "convite.pendente" and at > bounced_at]
+    assert said["convite.devolvido", bounced_at] == said["convite.enviado", first_sent]
+    # The new address was never sent to until its own mail left, as the row itself says.
+    assert said["convite.pendente", corrected_at] is None
+    assert said["convite.enviado", again_sent] not in (None, said["convite.enviado", first_sent])
 
 
 async def test_a_failed_delivery_is_retried_with_the_same_id_and_body_after_the_backoff(

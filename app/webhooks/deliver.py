@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from app.clock import utcnow
 from app.config import Settings
 from app.invites.queries import invite_history
 from app.invites.records import WEBHOOK_MAIL, Change, Event, Invite, NewInvite, record_from
-from app.invites.status import Status
+from app.invites.status import CORRECTABLE, Status
 from app.invites.transitions.sending import create_invites
 from app.logs import correlation_id
 from app.sending.queue import Publisher
@@ -191,7 +192,18 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
         row = (await conn.execute(select(invites).where(invites.c.id == claimed.invite_id))).one()
     history = [e for e in await invite_history(db, claimed.invite_id) if e.id <= claimed.event_id]
     event: Event = history[-1]
-    sent = [e for e in history if e.status == Status.ENVIADO and e.reminder is None]
+    # A corrected address (devolvido → pendente) was never sent to: its row has no send time.
+    corrected = max(
+        (
+            e.id
+            for before, e in itertools.pairwise(history)
+            if before.status in CORRECTABLE and e.status == Status.PENDENTE
+        ),
+        default=0,
+    )
+    sent = [
+        e for e in history if e.status == Status.ENVIADO and e.reminder is None and e.id > corrected
+    ]
     # A reminder belongs to its round: a resend (a new pendente) starts one without any.
     round_began = max((e.id for e in history if e.status == Status.PENDENTE), default=0)
     reminded = [e for e in history if e.reminder is not None and e.id > round_began]
