@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import ARRAY, BigInteger, Connection, func, literal, select
 
 from app.clock import utcnow
 from app.invites.links import issue_for_claims
@@ -68,8 +68,11 @@ def hold_senders(conn: Connection, sender_ids: Iterable[str]) -> None:
         int.from_bytes(hashlib.sha256(sender.encode()).digest()[:8], "big", signed=True)
         for sender in sender_ids
     }
-    for key in sorted(keys):
-        conn.execute(select(func.pg_advisory_xact_lock(key)))
+    if not keys:
+        return
+    # One round trip: the array is scanned in its (sorted) order, one lock after another.
+    key = func.unnest(literal(sorted(keys), ARRAY(BigInteger))).column_valued("key")
+    conn.execute(select(func.pg_advisory_xact_lock(key)))
 
 
 # Built once: an accept batch binds only its (sender, mailbox) pairs (see core._keyed_update).
