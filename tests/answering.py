@@ -13,6 +13,7 @@ from tests.helpers import api_headers, page_token
 from tests.services import ScriptedSmtp
 
 ANSWER_LINK = re.compile(r"/c/([A-Za-z0-9_-]{32,})")
+OPTOUT_URL = re.compile(r"https?://[^\s<>\"]+/descadastro/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+")
 
 
 def answer_link(smtp: ScriptedSmtp, email: str) -> str:
@@ -48,3 +49,11 @@ async def press(http: httpx.AsyncClient, path: str, button: str) -> httpx.Respon
     """Open the link page and press one of its buttons, as a browser without JS does."""
     page = await http.get(path)
     return await http.post(f"{path}/{button}", data={"csrf_token": page_token(page.text)})
+
+
+def optout_url_of(smtp: ScriptedSmtp, email: str) -> str:
+    """The one-click URL from the newest invitation to ``email``: its ``List-Unsubscribe``."""
+    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
+    found = OPTOUT_URL.search(str(mail["List-Unsubscribe"]))
+    assert found, mail["List-Unsubscribe"]
+    return found.group(0)

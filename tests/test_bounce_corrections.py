@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiosmtplib
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.consent import suppression
+from app.consent.suppression import Reason
 from app.invites.status import Status
 from app.live.wakeups import sender_channel
+from app.signing import FULL, Purpose, sign
 from app.storage.database import Database
+from tests.answering import answer_link, optout_url_of
 from tests.api_keys import bearer, new_key
 from tests.fixtures import drain
 from tests.helpers import (
@@ -26,6 +34,9 @@ from tests.helpers import (
     verp_address,
 )
 from tests.services import ScriptedSmtp
+
+OLD, NEW = "ana@exemplo.con", "ana@exemplo.com"  # the address that bounced, and its correction
+ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 
 
 async def bounced(
@@ -217,3 +228,53 @@ async def test_the_api_corrects_a_devolvido_invite_as_the_page_does(
     invite = await invite_row(db, created["id"])
     assert (invite.status, invite.email, invite.attempt) == (Status.ENVIADO, "ana@exemplo.com", 2)
     assert smtp.received[-1].rcpt_tos == ["ana@exemplo.com"]
+
+
+async def test_the_old_addresss_mail_neither_opts_out_the_new_address_nor_shows_it(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+    smtp: ScriptedSmtp,
+) -> None:
+    created = await bounced(client, settings, db, bounce_port)
+    old_link, old_optout = answer_link(smtp, OLD), urlsplit(optout_url_of(smtp, OLD)).path
+    old_mailto = mailto_of(smtp, OLD)
+    by_id_only = sign(settings.secret_key, Purpose.OPT_OUT_LINK, created["id"], length=FULL)
+    key = await new_key(client)
+    fixed = await anonymous_client.post(
+        f"/api/v1/convites/{created['id']}/corrigir", json={"email": NEW}, headers=bearer(key)
+    )
+    assert fixed.status_code == 202, fixed.text
+    await drain(settings)
+
+    # The old mail's way out was the old address's: it opts nobody out now, however it is used
+    # (one-click, the page, its mailto:, or a link mailed before links named their address).
+    for path in (old_optout, f"/descadastro/{created['id']}/{by_id_only}"):
+        assert (await anonymous_client.get(path)).status_code == 404
+        assert (await anonymous_client.post(path, data=ONE_CLICK)).status_code == 404
+    with pytest.raises(aiosmtplib.SMTPRecipientsRefused):
+        await send_bounce(bounce_port, b"Subject: descadastro\r\n\r\n\r\n", old_mailto)
+    assert await suppression.reason_for(db, NEW) is None
+    # The old invitation's page says it went elsewhere, naming nobody, offering nothing.
+    page = await anonymous_client.get(old_link)
+    assert page.status_code == 410 and "Este convite não vale mais" in page.text
+    assert NEW not in page.text and "/descadastro/" not in page.text
+    token = page_token((await anonymous_client.get("/entrar")).text)
+    asked = await anonymous_client.post(f"{old_link}/apagar", data={"csrf_token": token})
+    assert asked.status_code == 404
+    assert [m.rcpt_tos for m in smtp.received].count([NEW]) == 1  # the invitation only
+
+    # The new mail's way out is the new address's.
+    done = await anonymous_client.post(urlsplit(optout_url_of(smtp, NEW)).path, data=ONE_CLICK)
+    assert done.status_code == 200
+    assert await suppression.reason_for(db, NEW) == Reason.OPTED_OUT
+
+
+def mailto_of(smtp: ScriptedSmtp, email: str) -> str:
+    """The opt-out address in the newest invitation to ``email``: its ``List-Unsubscribe``."""
+    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
+    found = re.search(r"<mailto:([^?>]+)", str(mail["List-Unsubscribe"]))
+    assert found, mail["List-Unsubscribe"]
+    return found.group(1)

@@ -156,7 +156,9 @@ async def test_a_message_to_the_opt_out_address_opts_out_and_an_auto_reply_does_
     assert await suppression.reason_for(db, ANA) is None
 
     # What a mail client sends for the List-Unsubscribe mailto:, at any time.
-    mailto = opt_out_address(settings.return_path, settings.secret_key, invite.public_id)
+    mailto = opt_out_address(
+        settings.return_path, settings.secret_key, invite.public_id, invite.email
+    )
     message = f"From: {ANA}\r\nTo: {mailto}\r\nSubject: descadastro\r\n\r\n\r\n"
     await send_bounce(bounce_port, message.encode(), mailto)
 
@@ -171,7 +173,9 @@ async def test_an_opt_out_address_with_a_tag_we_did_not_write_is_refused(
     settings: Settings, db: Database, bounce_port: int
 ) -> None:
     invite = await sent_invite(db)
-    real = opt_out_address(settings.return_path, settings.secret_key, invite.public_id)
+    real = opt_out_address(
+        settings.return_path, settings.secret_key, invite.public_id, invite.email
+    )
     forged = re.sub(r"-[a-z2-7]{16}@", "-aaaaaaaaaaaaaaaa@", real)
 
     with pytest.raises(aiosmtplib.SMTPRecipientsRefused):

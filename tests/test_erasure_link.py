@@ -161,7 +161,7 @@ async def test_the_opt_out_page_asks_the_same_way_and_its_link_erases(
     db: Database,
 ) -> None:
     public_id, _ = await invited(client, settings, smtp, ANA)
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, ANA)
     await anonymous_client.post(path)  # opted out first: the page offers it in every state
     page = await anonymous_client.get(path)
     assert '<button type="submit" class="secundario">Apagar meus dados</button>' in page.text

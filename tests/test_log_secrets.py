@@ -59,7 +59,7 @@ def test_an_erasure_confirmation_link_is_hidden_whole() -> None:
 
 def test_an_opt_out_links_signature_is_hidden(settings: Settings) -> None:
     """The opt-out signature never expires: whoever read it could opt the invitee out."""
-    path = optout_path(settings.secret_key, "Ab3_-x9KqLmN0pQr")
+    path = optout_path(settings.secret_key, "Ab3_-x9KqLmN0pQr", "ana@exemplo.com")
     signature = path.rsplit("/", 1)[1]
 
     for shown in (f"POST {path} HTTP/1.1", f"POST {path}/voltar HTTP/1.1"):

@@ -4,8 +4,6 @@ person confirms, the way back, and the one path the CSRF check lets through."""
 
 from __future__ import annotations
 
-import re
-
 import httpx
 
 from app.bounces.addresses import opt_out_address
@@ -15,21 +13,14 @@ from app.consent.optout import UNDO_COOKIE, optout_path, undo_token
 from app.consent.suppression import Reason
 from app.invites.queries import invite_history
 from app.invites.status import Status
+from app.signing import FULL, Purpose, sign
 from app.storage.database import Database
-from tests.answering import invited, press
+from tests.answering import invited, optout_url_of, press
 from tests.helpers import client_for, invite_row, page_token
 from tests.services import ScriptedSmtp
 
-OPTOUT_URL = re.compile(r"https?://[^\s<>\"]+/descadastro/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+")
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
-
-
-def optout_url_of(smtp: ScriptedSmtp, email: str) -> str:
-    """The one-click URL from the newest invitation to ``email``: its ``List-Unsubscribe``."""
-    mail = [m for m in smtp.received if email in m.rcpt_tos][-1].message
-    found = OPTOUT_URL.search(str(mail["List-Unsubscribe"]))
-    assert found, mail["List-Unsubscribe"]
-    return found.group(0)
+INVITEE = "ana@exemplo.com.br"  # invited()'s
 
 
 async def test_every_invitation_carries_list_unsubscribe_one_click_and_the_link_in_both_parts(
@@ -38,9 +29,9 @@ async def test_every_invitation_carries_list_unsubscribe_one_click_and_the_link_
     public_id, _ = await invited(client, settings, smtp)
 
     mail = smtp.received[-1].message
-    url = f"{settings.public_url}{optout_path(settings.secret_key, public_id)}"
+    url = f"{settings.public_url}{optout_path(settings.secret_key, public_id, INVITEE)}"
     header = str(mail["List-Unsubscribe"])
-    mailto = opt_out_address(settings.return_path, settings.secret_key, public_id)
+    mailto = opt_out_address(settings.return_path, settings.secret_key, public_id, INVITEE)
     assert header == f"<{url}>, <mailto:{mailto}?subject=descadastro>"
     assert mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     text = mail.get_body(("plain",)).get_content().replace("\r\n", "\n")  # type: ignore[union-attr]
@@ -59,7 +50,7 @@ async def test_the_invitation_page_offers_the_way_out_below_the_two_answers(
 
     page = (await anonymous_client.get(link)).text
 
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
     assert page.index("Aceitar convite") < page.index("Recusar") < page.index(path)
     assert f'<a href="{path}">Não quero receber convites</a>' in page
 
@@ -84,6 +75,19 @@ async def test_a_one_click_post_without_a_cookie_opts_out_at_once_and_again_chan
     assert len(recusados) == 1  # the same opt-out twice is one event
 
 
+async def test_a_link_mailed_before_links_named_their_address_still_opts_out(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    by_id_only = sign(settings.secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)
+
+    async with client_for(settings) as provider:
+        done = await provider.post(f"/descadastro/{public_id}/{by_id_only}", data=ONE_CLICK)
+
+    assert done.status_code == 200
+    assert await suppression.reason_for(db, INVITEE) == Reason.OPTED_OUT
+
+
 async def test_opening_the_link_records_nothing_until_the_person_confirms_then_offers_the_way_back(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,
@@ -92,7 +96,7 @@ async def test_opening_the_link_records_nothing_until_the_person_confirms_then_o
     db: Database,
 ) -> None:
     public_id, _ = await invited(client, settings, smtp)
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
 
     opened = await anonymous_client.get(path)
     assert opened.status_code == 200 and "Não quer receber convites?" in opened.text
@@ -121,7 +125,7 @@ async def test_the_senders_row_says_what_the_invitee_did_and_stays_true_after_th
     db: Database,
 ) -> None:
     public_id, _ = await invited(client, settings, smtp)
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
     await anonymous_client.post(path)
     done = await anonymous_client.get(path)
 
@@ -143,7 +147,7 @@ async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
 ) -> None:
     public_id, link = await invited(client, settings, smtp)
     await suppression.suppress(db, "ana@exemplo.com.br", Reason.COMPLAINED, "abuse")
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
 
     page = await anonymous_client.get(path)
     assert "Este endereço não recebe convites" in page.text
@@ -171,7 +175,7 @@ async def test_only_the_browser_that_opted_out_may_take_it_back(
 ) -> None:
     """The mail can be forwarded: its reader may opt the address out, never undo its owner's."""
     public_id, _ = await invited(client, settings, smtp)
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
     await anonymous_client.post(path)  # the owner, in their browser
 
     async with client_for(settings) as forwarded:
@@ -193,7 +197,7 @@ async def test_a_bad_signature_is_refused_and_records_nothing(
 ) -> None:
     public_id, _ = await invited(client, settings, smtp)
     forged = f"/descadastro/{public_id}/{'A' * 43}"
-    other_key = optout_path("another-secret-key-of-someone-else", public_id)
+    other_key = optout_path("another-secret-key-of-someone-else", public_id, INVITEE)
 
     async with client_for(settings) as stranger:
         for path in (forged, other_key):
@@ -209,7 +213,7 @@ async def test_csrf_lets_through_only_the_signed_one_click_path(
 ) -> None:
     """Without a token: the way back, the answers and anything under the prefix are 403."""
     public_id, link = await invited(client, settings, smtp)
-    path = optout_path(settings.secret_key, public_id)
+    path = optout_path(settings.secret_key, public_id, INVITEE)
     await suppression.suppress(db, "ana@exemplo.com.br", Reason.OPTED_OUT)
 
     async with client_for(settings) as stranger:

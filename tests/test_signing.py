@@ -8,9 +8,9 @@ from itertools import permutations
 
 import pytest
 
-from app.bounces.addresses import bounce_address, opt_out_address
+from app.bounces.addresses import bounce_address, opt_out_is_ours, read_address
 from app.consent.confirmation import link_token
-from app.consent.optout import optout_path
+from app.consent.optout import signed_before_addresses
 from app.invites.links import token_from_seed
 from app.ops.auth import fingerprint
 from app.signing import FULL, SEPARATOR, Purpose, sign, verify
@@ -73,9 +73,8 @@ def test_tokens_already_out_there_keep_their_bytes() -> None:
     # return paths of mails in flight and cookies set must all still be ours.
     address = "devolucoes@convites.example"
 
-    assert optout_path(KEY, PUBLIC_ID) == (
-        "/descadastro/AbCdEfGh12345678/bDcn9LuuurXQqCQNMdckbmUJHujFQYstsNpThBUNNyo"
-    )
+    # Opt-out links and addresses now name the address too; those mailed before still count.
+    assert signed_before_addresses(KEY, PUBLIC_ID, "bDcn9LuuurXQqCQNMdckbmUJHujFQYstsNpThBUNNyo")
     assert link_token(KEY, PUBLIC_ID) == (
         "AbCdEfGh12345678.ZytqamRAXiC5_SU01fE_HJUgu1uHP-gSPCI1vvn4Tls"
     )
@@ -83,9 +82,11 @@ def test_tokens_already_out_there_keep_their_bytes() -> None:
     assert bounce_address(address, KEY, PUBLIC_ID, 3) == (
         "devolucoes+ifregzcfmzdwqmjsgm2dknrxha-3-er3ve3uircelzo35@convites.example"
     )
-    assert opt_out_address(address, KEY, PUBLIC_ID) == (
-        "devolucoes+sair-ifregzcfmzdwqmjsgm2dknrxha-ylw6m6fmjqwhbmek@convites.example"
+    mailed = read_address(
+        address, KEY, "devolucoes+sair-ifregzcfmzdwqmjsgm2dknrxha-ylw6m6fmjqwhbmek@convites.example"
     )
+    assert mailed is not None
+    assert opt_out_is_ours(KEY, mailed, "ana@exemplo.com", corrected=False)
     assert token_for(KEY, "visitante-1") == "F9hr5N20wR73cNo9gXPc__baIvgqRERcdPUYQ5KrmeQ"
     assert fingerprint(KEY, "token-de-operacao") == (
         "3ca7128ce9605a86722e4a9d31d714d89e2421a78bf4dbbf984c8688b232c52b"

@@ -11,8 +11,11 @@ Everything after the ``+`` is lower-case letters and digits: a mail system that 
 of the local part, as some do, still returns an address we can read.
 
 Each invite also has an opt-out address, ``devolucoes+sair-{invite}-{tag}@…`` (its own HMAC
-purpose, no attempt), which the invitation shows in ``List-Unsubscribe``'s ``mailto:``: a
-message to it is an opt-out (RFC 2369). Showing it gives away nothing about the return paths.
+purpose, over the public id and the address the mail went to, no attempt), which the
+invitation shows in ``List-Unsubscribe``'s ``mailto:``: a message to it is an opt-out (RFC
+2369). Showing it gives away nothing about the return paths. Its tag is checked against the
+invite's address when a message comes (``opt_out_is_ours``): an invite corrected to another
+address cannot be opted out through the old address's mail.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import binascii
 import re
 from dataclasses import dataclass
 
+from app.invites.validation import same_address
 from app.signing import Purpose, sign, verify
 
 # Public ids are ``secrets.token_urlsafe(12)``: 16 URL-safe characters, 26 in base32.
@@ -45,6 +49,7 @@ class ReturnPath:
     public_id: str
     attempt: int
     opt_out: bool = False
+    tag: str = ""  # an opt-out address's: checked with the invite (``opt_out_is_ours``)
 
 
 def _base32(data: bytes) -> str:
@@ -82,36 +87,45 @@ def bounce_address(return_path: str, secret_key: str, public_id: str, attempt: i
     return f"{local}+{_encoded_id(public_id)}-{attempt}-{tag}@{domain}"
 
 
-def opt_out_address(return_path: str, secret_key: str, public_id: str) -> str:
-    """The invite's opt-out address (the ``mailto:`` of ``List-Unsubscribe``)."""
+def opt_out_address(return_path: str, secret_key: str, public_id: str, email: str) -> str:
+    """The invite's opt-out address (the ``mailto:`` of ``List-Unsubscribe``) in a mail to
+    ``email``."""
     if not _PUBLIC_ID.fullmatch(public_id):
         raise ValueError(f"no opt-out address for {public_id!r}")
     local, _, domain = return_path.rpartition("@")
-    tag = _tag(secret_key, Purpose.OPT_OUT_ADDRESS, public_id)
+    tag = _tag(secret_key, Purpose.OPT_OUT_ADDRESS, public_id, same_address(email))
     return f"{local}+sair-{_encoded_id(public_id)}-{tag}@{domain}"
 
 
-def _read_opt_out(secret_key: str, recipient: str, extension: str) -> ReturnPath | None:
+def opt_out_is_ours(secret_key: str, target: ReturnPath, email: str, *, corrected: bool) -> bool:
+    """Whether ``target`` is the opt-out address of a mail to ``email``; or one written before
+    these addresses named theirs (the public id only), while the invite was never
+    ``corrected`` to another address."""
+    purpose, public_id = Purpose.OPT_OUT_ADDRESS, target.public_id
+    if _is_ours(target.tag, secret_key, purpose, public_id, same_address(email)):
+        return True
+    return not corrected and _is_ours(target.tag, secret_key, purpose, public_id)
+
+
+def _read_opt_out(extension: str) -> ReturnPath | None:
     found = _OPT_OUT_EXTENSION.fullmatch(extension.lower())
     public_id = _decoded_id(found["id"]) if found else None
     if found is None or public_id is None:
         return None
-    if not _is_ours(found["tag"], secret_key, Purpose.OPT_OUT_ADDRESS, public_id):
-        raise Forged(recipient)
-    return ReturnPath(public_id, 0, opt_out=True)
+    return ReturnPath(public_id, 0, opt_out=True, tag=found["tag"])
 
 
 def read_address(return_path: str, secret_key: str, recipient: str) -> ReturnPath | None:
     """The invite and attempt ``recipient`` was issued for (or the invite whose opt-out address
-    it is); ``None`` when it is not in the shape of our addresses. Raises ``Forged`` when it
-    is, but its tag is not ours."""
+    it is, its tag unchecked); ``None`` when it is not in the shape of our addresses. Raises
+    ``Forged`` when it is a return path, but its tag is not ours."""
     local, _, domain = return_path.rpartition("@")
     got_local, at, got_domain = recipient.strip().strip("<>").rpartition("@")
     if not at or got_domain.lower() != domain.lower():
         return None
     base, plus, extension = got_local.partition("+")
     if plus and base.lower() == local.lower() and extension.lower().startswith("sair-"):
-        return _read_opt_out(secret_key, recipient, extension)
+        return _read_opt_out(extension)
     found = _EXTENSION.fullmatch(extension.lower()) if plus else None
     public_id = _decoded_id(found["id"]) if found else None
     if base.lower() != local.lower() or found is None or public_id is None:

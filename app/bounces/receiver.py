@@ -47,9 +47,10 @@ from weakref import WeakKeyDictionary
 from aiosmtpd.smtp import SMTP, Envelope
 from redis.asyncio import Redis
 
-from app.bounces.addresses import Forged, ReturnPath, read_address
+from app.bounces.addresses import Forged, ReturnPath, opt_out_is_ours, read_address
 from app.bounces.store import invite_of, receive
 from app.config import VAR_DIR, Settings
+from app.invites.queries import current_address_since
 from app.invites.status import REPORTABLE, Status
 from app.live.wakeups import Announcer
 from app.ops.metrics import count_refused_bounce
@@ -141,11 +142,21 @@ class BounceHandler:
         named = {"invite": target.public_id, "attempt": target.attempt}
         try:
             invite = await invite_of(self.db, target.public_id)
+            corrected = (
+                invite is not None
+                and target.opt_out
+                and await current_address_since(self.db, invite.id) > 1
+            )
         except Exception as exc:  # a 5xx here would lose a real bounce: ask for it again
             log.warning("could not check a bounce address", extra={**named, "error": repr(exc)})
             return "451 4.3.0 Could not check this address now; please try again later"
         if invite is not None and target.opt_out:
-            return None  # the invite's opt-out address: taken whatever its state
+            # The invite's opt-out address: taken whatever its state, if it is the address's.
+            if opt_out_is_ours(self.secret_key, target, invite.email, corrected=corrected):
+                return None
+            return await self.refuse(
+                Refusal.FORGED, "550 5.7.1 This return path was not issued here", peer
+            )
         if invite is None or target.attempt > invite.attempt:
             return await self.refuse(
                 Refusal.UNKNOWN_INVITE, "550 5.1.1 No such invite", peer, **named

@@ -1,9 +1,10 @@
 """The opt-out link of one invitation: ``/descadastro/{public_id}/{signature}``.
 
 Every invitation carries it (``List-Unsubscribe`` and "Não quero receber convites" in the
-mail, and on ``/c/{token}``). The signature is an HMAC of the invite's public id keyed with
-``SECRET_KEY``: nobody can write the link of an invite they did not receive, and the link
-works for as long as the mail sits in a mailbox (no expiry, unlike the answer link).
+mail, and on ``/c/{token}``). The signature is an HMAC of the invite's public id and the
+address the mail went to, keyed with ``SECRET_KEY``: nobody can write the link of an invite
+they did not receive, the link works for as long as the mail sits in a mailbox (no expiry,
+unlike the answer link), and only for that address.
 
 RFC 8058 one-click: a mail provider POSTs ``List-Unsubscribe=One-Click`` to the URL with no
 cookie, so this one path is let through the CSRF check (``app.web.middleware.csrf``); the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from app.invites.validation import same_address
 from app.signing import FULL, Purpose, sign, verify
 
 PREFIX = "/descadastro"
@@ -22,13 +24,24 @@ PREFIX = "/descadastro"
 PATH = re.compile(r"/descadastro/[A-Za-z0-9_-]{1,32}/[A-Za-z0-9_-]{1,64}")
 
 
-def optout_path(secret_key: str, public_id: str) -> str:
-    """The opt-out path of the invite ``public_id``."""
-    return f"{PREFIX}/{public_id}/{sign(secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)}"
+def optout_path(secret_key: str, public_id: str, email: str) -> str:
+    """The opt-out path of the invite ``public_id`` in a mail to ``email``."""
+    tag = sign(secret_key, Purpose.OPT_OUT_LINK, public_id, same_address(email), length=FULL)
+    return f"{PREFIX}/{public_id}/{tag}"
 
 
-def signed(secret_key: str, public_id: str, given: str) -> bool:
-    """Whether ``given`` is the signature of ``public_id`` (compared in constant time)."""
+def signed(secret_key: str, public_id: str, email: str, given: str) -> bool:
+    """Whether ``given`` is the signature of the path for a mail to ``email`` (compared in
+    constant time). The address is signed: an invite corrected to another address cannot be
+    opted out through the old address's mail, whoever holds it."""
+    mailbox = same_address(email)
+    return verify(given, secret_key, Purpose.OPT_OUT_LINK, public_id, mailbox, length=FULL)
+
+
+def signed_before_addresses(secret_key: str, public_id: str, given: str) -> bool:
+    """Whether ``given`` is a path signed before paths named their address (the invite's id
+    only). Such a link still sits in mailboxes; it counts while the invite was never
+    corrected to another address."""
     return verify(given, secret_key, Purpose.OPT_OUT_LINK, public_id, length=FULL)
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.accounts.sessions import token_hash
 from app.clock import utcnow
+from app.invites.queries import current_address_since
 from app.invites.records import Invite, record_from
 from app.invites.status import ANSWERABLE, Status
 from app.signing import Purpose, sign
@@ -31,13 +32,16 @@ class LinkState(StrEnum):
     ACCEPTED = "aceito"  # answered: accepted (200)
     DECLINED = "recusado"  # answered: declined (200; final, the sender may invite again)
     REPLACED = "substituido"  # a newer invitation replaced this link (410)
+    # Replaced, and the invitation now goes to another address (a correction after a bounce):
+    # the page shows nothing of the invite's address now (410).
+    ELSEWHERE = "outro_endereco"
     CANCELLED = "cancelado"  # the sender cancelled (410)
     EXPIRED = "expirado"  # no answer in INVITE_TTL_SECONDS (410)
     NOT_READY = "indisponivel"  # any other state (a send is under way again): 409
 
 
 #: The states in which a link answers 410: it will never work again.
-GONE = (LinkState.REPLACED, LinkState.CANCELLED, LinkState.EXPIRED)
+GONE = (LinkState.REPLACED, LinkState.ELSEWHERE, LinkState.CANCELLED, LinkState.EXPIRED)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,10 @@ async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink 
     """What the link is now, without changing anything (``None``: no such link)."""
     query = (
         select(
-            invites, invite_links.c.created_at.label("link_created_at"), invite_links.c.replaced_at
+            invites,
+            invite_links.c.created_at.label("link_created_at"),
+            invite_links.c.replaced_at,
+            invite_links.c.attempt.label("link_attempt"),
         )
         .join(invite_links, invite_links.c.invite_id == invites.c.id)
         .where(invite_links.c.token_hash == token_hash(token))
@@ -161,4 +168,8 @@ async def open_link(db: Database, token: str, ttl_seconds: float) -> OpenedLink 
     invite = record_from(Invite, row)
     created_at = row._mapping["link_created_at"]
     state = link_state(invite, created_at, row._mapping["replaced_at"], ttl_seconds)
+    if state == LinkState.REPLACED and row._mapping["link_attempt"] < (
+        await current_address_since(db, invite.id)
+    ):
+        state = LinkState.ELSEWHERE
     return OpenedLink(invite, state, created_at)

@@ -116,6 +116,27 @@ async def round_started_at(db: Database, invite: Invite) -> datetime:
     return started or invite.created_at
 
 
+async def current_address_since(db: Database, invite_id: int) -> int:
+    """The first attempt mailed to the invite's address as it is now: 1, or the attempt that
+    followed its last correction (``devolvido`` → Corrigir e reenviar, another address). A link
+    or address in an older attempt's mail went to someone else."""
+    bounced = (
+        select(func.max(invite_events.c.id))
+        .where(
+            invite_events.c.invite_id == invite_id,
+            invite_events.c.status == Status.DEVOLVIDO.value,
+        )
+        .scalar_subquery()
+    )
+    query = select(func.min(invite_events.c.attempt)).where(
+        invite_events.c.invite_id == invite_id,
+        invite_events.c.status == Status.PENDENTE.value,
+        invite_events.c.id > bounced,
+    )
+    async with db.read() as conn:
+        return int((await conn.execute(query)).scalar() or 1)
+
+
 async def invite_history(db: Database, invite_id: int) -> list[Event]:
     """Every transition of one invite, oldest first."""
     async with db.read() as conn:

@@ -201,8 +201,10 @@ def unsubscribe_headers(settings: Settings, invite: Invite) -> dict[str, str]:
     """RFC 2369 ``List-Unsubscribe`` (the signed one-click URL, then a ``mailto:`` to the
     invite's opt-out address, which the bounce receiver takes as an opt-out) and RFC 8058
     ``List-Unsubscribe-Post``, which tells a mail provider it may POST to the URL at once."""
-    url = settings.public_url + optout_path(settings.secret_key, invite.public_id)
-    mailto = opt_out_address(settings.return_path, settings.secret_key, invite.public_id)
+    url = settings.public_url + optout_path(settings.secret_key, invite.public_id, invite.email)
+    mailto = opt_out_address(
+        settings.return_path, settings.secret_key, invite.public_id, invite.email
+    )
     return {
         "List-Unsubscribe": f"<{url}>, <mailto:{mailto}?subject={UNSUBSCRIBE_SUBJECT}>",
         "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
@@ -213,7 +215,7 @@ def invitation(settings: Settings, invite: Invite, token: str) -> OutgoingMail:
     """The invitation: who invites, their message, this attempt's answer link
     (``/c/{token}``) and the way out; replies go to the sender."""
     link = f"{settings.public_url}/c/{token}"
-    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id)
+    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id, invite.email)
     who = _who_invites(invite)
     author = invite.sender_name or invite.sender_email or "quem convida"
     message: tuple[str, ...] = ()
@@ -256,7 +258,7 @@ def reminder(settings: Settings, invite: Invite, token: str, expires_at: datetim
     """The one reminder: the invitation's own link (it keeps working), when it ends, and the
     way out, as in the invitation."""
     link = f"{settings.public_url}/c/{token}"
-    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id)
+    optout = settings.public_url + optout_path(settings.secret_key, invite.public_id, invite.email)
     author = _author(invite)
     what = occasion_words(invite)
     to = f" para {what}" if what else ""

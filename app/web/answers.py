@@ -80,7 +80,9 @@ async def _page(request: Request, token: str, link: OpenedLink | None) -> Respon
         "invite": link.invite,
         "token": token,
         "state": link.state.value,
-        "optout": optout_path(settings_of(request).secret_key, link.invite.public_id),
+        "optout": optout_path(
+            settings_of(request).secret_key, link.invite.public_id, link.invite.email
+        ),
         # "Você entrou como …" only where it is true: this browser is the invitee's.
         "signed_in_here": me is not None and me.email == same_address(link.invite.email),
     }

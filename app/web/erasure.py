@@ -59,7 +59,8 @@ async def ask(request: Request) -> Response:
     token = request.path_params["token"]
     settings = settings_of(request)
     link = await invite_links.open_link(db_of(request), token, settings.invite_ttl_seconds)
-    if link is None:
+    if link is None or link.state == invite_links.LinkState.ELSEWHERE:
+        # An old address's link: the invite's address now is someone else's.
         return render(request, "apagar_invalido.html", _invalid(None), status_code=404)
     return await _mail_confirmation(request, link.invite.email, f"/c/{token}", BACK_TO_INVITE)
 
@@ -70,7 +71,7 @@ async def ask_from_optout(request: Request) -> Response:
     invite = await signed_invite(request)
     if invite is None:
         return render(request, "apagar_invalido.html", _invalid(None), status_code=404)
-    path = optout_path(settings_of(request).secret_key, invite.public_id)
+    path = optout_path(settings_of(request).secret_key, invite.public_id, invite.email)
     return await _mail_confirmation(request, invite.email, path, BACK_TO_OPTOUT)
 
 

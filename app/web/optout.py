@@ -24,8 +24,17 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from app.consent import suppression
-from app.consent.optout import UNDO_COOKIE, UNDO_SECONDS, may_undo, optout_path, signed, undo_token
+from app.consent.optout import (
+    UNDO_COOKIE,
+    UNDO_SECONDS,
+    may_undo,
+    optout_path,
+    signed,
+    signed_before_addresses,
+    undo_token,
+)
 from app.consent.suppression import Reason
+from app.invites.queries import current_address_since
 from app.invites.records import INVITE, Invite, record_from
 from app.live.wakeups import Announcer
 from app.storage.tables import invites
@@ -41,14 +50,23 @@ ONE_CLICK = ("List-Unsubscribe", "One-Click")
 
 
 async def signed_invite(request: Request) -> Invite | None:
-    """The invite this signed path names (``None``: a bad signature, or no such invite)."""
+    """The invite this signed path names (``None``: a bad signature, no such invite, or a path
+    from a mail to an address the invite no longer goes to)."""
     public_id, given = request.path_params["public_id"], request.path_params["signature"]
-    if not signed(settings_of(request).secret_key, public_id, given):
-        return None
+    key = settings_of(request).secret_key
     query = invites.select().where(invites.c.public_id == public_id, invites.c.kind == INVITE)
     async with db_of(request).read() as conn:
         row = (await conn.execute(query)).first()
-    return record_from(Invite, row) if row is not None else None
+    if row is None:
+        return None
+    invite = record_from(Invite, row)
+    if signed(key, public_id, invite.email, given):
+        return invite
+    if signed_before_addresses(key, public_id, given):
+        if await current_address_since(db_of(request), invite.id) == 1:
+            return invite
+        log.warning("opt-out refused: a link mailed to the address before its correction")
+    return None
 
 
 def _not_found(request: Request) -> Response:
@@ -79,7 +97,7 @@ def _page(request: Request, invite: Invite, state: str, status_code: int = 200) 
     context = {
         "invite": invite,
         "state": state,
-        "action": optout_path(key, invite.public_id),
+        "action": optout_path(key, invite.public_id, invite.email),
         "may_undo": may_undo(key, invite.public_id, request.cookies.get(UNDO_COOKIE)),
         "undo_hours": UNDO_SECONDS // 3600,
     }
@@ -135,7 +153,7 @@ async def take_back(request: Request) -> Response:
         why="Quero voltar a receber convites",
         only=Reason.OPTED_OUT,
     )
-    path = optout_path(settings_of(request).secret_key, invite.public_id)
+    path = optout_path(settings_of(request).secret_key, invite.public_id, invite.email)
     response = RedirectResponse(f"{path}?voltou=1" if lifted else path, status_code=303)
     response.delete_cookie(UNDO_COOKIE, path=path)
     return response
