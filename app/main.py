@@ -263,6 +263,7 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
     compile the live read's SQL in the background at start-up (``LiveFeed.warm``)."""
     settings = settings or load_settings()
     static = StaticAssets(ROOT / "static")
+    app_routes = routes(settings, static)
     # Outermost first. Every piece is pure ASGI, so SSE responses stream through untouched.
     # uvicorn's proxy-headers middleware, added here (uvicorn runs with --no-proxy-headers) so
     # that TRUST_PROXY_HEADERS/TRUSTED_PROXIES is the one switch, whatever serves the app.
@@ -294,10 +295,15 @@ def create_app(settings: Settings | None = None, *, warm_up: bool = True) -> Sta
             max_age=400 * 24 * 3600,
             always_secure=settings.https_only_cookies,
         ),
-        Middleware(CsrfMiddleware, secret_key=settings.secret_key, ops_token=settings.ops_token),
+        Middleware(
+            CsrfMiddleware,
+            secret_key=settings.secret_key,
+            ops_token=settings.ops_token,
+            routes=app_routes,
+        ),
     ]
     return Starlette(
-        routes=routes(settings, static),
+        routes=app_routes,
         middleware=middleware,
         lifespan=_lifespan(settings, static, warm_up),
         exception_handlers={

@@ -168,3 +168,19 @@ async def test_basic_credentials_do_not_skip_the_check(
 
     assert response.status_code == 403
     assert await invite_count(db) == 0
+
+
+async def test_a_method_no_endpoint_takes_gets_405_or_404_not_the_token_refusal(
+    anonymous_client: httpx.AsyncClient,
+) -> None:
+    for method, path, status in (
+        ("PUT", "/", 405),
+        ("PATCH", "/entrar", 405),
+        ("DELETE", "/convites", 405),
+        ("POST", "/nada-aqui", 404),
+    ):
+        response = await anonymous_client.request(method, path)
+        assert response.status_code == status, (method, path, response.text)
+        assert "Recarregue" not in response.text
+    # Where an endpoint does take the method, the token is still required.
+    assert (await anonymous_client.post("/convites", json={"email": "a@b.com"})).status_code == 403

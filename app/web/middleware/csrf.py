@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from jinja2 import pass_context
@@ -18,6 +19,7 @@ from markupsafe import Markup
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.consent.optout import is_one_click_path
@@ -113,10 +115,18 @@ class CsrfMiddleware:
     """Pure ASGI (SSE streams pass unbuffered): refuse unsafe methods without a valid token;
     a form body is read here, bounded by the body limit outside, and replayed."""
 
-    def __init__(self, app: ASGIApp, secret_key: str, ops_token: str | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        secret_key: str,
+        *,
+        routes: Sequence[BaseRoute],
+        ops_token: str | None = None,
+    ) -> None:
         self.app = app
         self.secret_key = secret_key
         self.ops_token = ops_token
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
@@ -147,7 +157,7 @@ class CsrfMiddleware:
                 return
             given = await _form_token(scope, body, receive)
             receive = _replay(body, receive)
-        if not self._valid(scope, given):
+        if not self._valid(scope, given) and self._reaches_an_endpoint(scope):
             log.warning(
                 "request refused: missing or invalid CSRF token",
                 extra={"method": scope["method"], "path": hide_secrets(scope["path"])},
@@ -155,6 +165,12 @@ class CsrfMiddleware:
             await error_response(Request(scope), 403, REFUSED)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _reaches_an_endpoint(self, scope: Scope) -> bool:
+        """Whether an endpoint takes this method at this path. Where none does, the router
+        answers 404 or 405, which says what is wrong; a 403 would send the person looking for
+        a token."""
+        return any(route.matches(scope)[0] == Match.FULL for route in self.routes)
 
     def _operator_bearer(self, path: str, header: str) -> bool:
         given = bearer_token(header)
