@@ -33,7 +33,8 @@ pytestmark = pytest.mark.e2e
 RECEIVED = "Recebemos, enviando… (convite para {})"
 SENT = "Convite para {} enviado."
 PAUSED = (
-    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
+    "O envio está pausado no momento. Nada do que você pediu se perde: tudo sai assim que ele "
+    "voltar."
 )
 REFUSED_REASON = re.compile(r"550")
 RECEIVED_PAUSED = (

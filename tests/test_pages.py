@@ -15,7 +15,7 @@ from app.invites import queries, transitions
 from app.sending.heartbeat import WORKERS, beat
 from app.storage.database import Database
 from tests.fixtures import MovableClock
-from tests.helpers import csrf_token, invite_row, post_invite
+from tests.helpers import csrf_token, invite_row, page_token, post_invite
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -118,6 +118,30 @@ async def test_an_uncertain_row_asks_for_confirmation_before_resending(
     assert "<summary" in details.group(0) and "Sim, reenviar para duda@exemplo.com" in row
     assert 'data-anuncio-em="alert"' in row
     assert "Não conseguimos confirmar o envio" in row
+
+
+async def test_a_sign_in_link_waiting_without_a_worker_reads_pausado_in_its_own_words(
+    anonymous_client: httpx.AsyncClient,
+) -> None:
+    token = page_token((await anonymous_client.get("/entrar")).text)
+    asked = await anonymous_client.post(
+        "/entrar", data={"email": "ana@exemplo.com", "csrf_token": token}
+    )
+    assert asked.status_code in (202, 303), asked.text
+
+    page = (await anonymous_client.get("/entrar")).text
+
+    assert '<body data-envio="pausado"' in page
+    assert "Nada do que você pediu se perde" in page and "convites" not in notice_of(page)
+    assert re.search(r'quando-pausado">\s*<span class="selo">Pausado</span>', page)
+    assert "Recebemos o pedido do link para ana@exemplo.com. O envio está pausado" in page
+    assert 'data-anuncio-pausado="Recebemos o pedido do link' in page
+
+
+def notice_of(page: str) -> str:
+    found = re.search(r'<p id="aviso-envio".*?</p>', page, re.S)
+    assert found, page
+    return found.group(0)
 
 
 async def test_a_pendente_row_reads_pausado_without_a_worker_and_still_sending_once_slow(

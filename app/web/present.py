@@ -10,7 +10,7 @@ from typing import Any
 from app.bounces.history import Bounce, bounce_json
 from app.bounces.reasons import in_plain_words
 from app.clock import DISPLAY_TZ, local_hour, local_moment
-from app.invites.records import Event, Invite
+from app.invites.records import SIGNIN_MAIL, Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
 
 
@@ -198,6 +198,12 @@ def describe_paused(invite: Invite) -> StatusText | None:
     notice above it (``body[data-envio]``), so the notice and every row change together."""
     if invite.status != Status.PENDENTE:
         return None
+    if invite.kind == SIGNIN_MAIL:
+        return StatusText(
+            PAUSED_LABEL,
+            f"Recebemos o pedido do link para {invite.email}. O envio está pausado; "
+            "o link sai assim que o envio voltar.",
+        )
     return StatusText(
         PAUSED_LABEL,
         f"Recebemos o convite para {invite.email}. O envio está pausado; "
@@ -215,11 +221,14 @@ def describe_signin(invite: Invite) -> StatusText:
     return StatusText(label, f"Recebemos, enviando o link… (para {invite.email})")
 
 
+# Shown on every live page (invites, batches, the sign-in link's): what waits is whatever the
+# person asked for.
 PAUSED_NOTICE = (
-    "O envio está pausado no momento. Seus convites estão guardados e sairão assim que ele voltar."
+    "O envio está pausado no momento. Nada do que você pediu se perde: tudo sai assim que ele "
+    "voltar."
 )
 TEAM_PAUSED_NOTICE = (
-    "O envio foi pausado pela equipe. Seu convite está guardado e será enviado quando o envio "
+    "O envio foi pausado pela equipe. Nada do que você pediu se perde: tudo sai quando o envio "
     "for retomado."
 )
 RESUMED_NOTICE = "O envio voltou."
