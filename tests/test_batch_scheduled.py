@@ -123,6 +123,7 @@ async def test_a_moment_past_or_too_far_or_a_nameless_occasion_is_refused_keepin
             f"no máximo {settings.schedule_max_days} dias",
         ),
         ("ocasiao_local", "Parque da Cidade"): ("ocasiao", "Dê um nome à ocasião"),
+        ("ocasiao_em", "9999-12-31T23:59"): ("ocasiao_em", "no máximo 5 anos"),
     }
     for (field, value), (wrong, says) in cases.items():
         response = await review(client, enderecos=addresses(2), **{field: value})
@@ -171,6 +172,10 @@ async def test_the_api_schedules_a_batch_with_an_offset_and_refuses_one_without(
     refused = await anonymous_client.post("/api/v1/lotes", json=naive, headers=headers)
     assert refused.status_code == 422
     assert "fuso horário" in refused.json()["campos"]["enviar_em"]
+    far = {**body, "enderecos": addresses(2, "outra"), "ocasiao_em": "9999-12-31T23:59:00-03:00"}
+    refused = await anonymous_client.post("/api/v1/lotes", json=far, headers=headers)
+    assert refused.status_code == 422
+    assert "no máximo 5 anos" in refused.json()["campos"]["ocasiao_em"]
     assert len(await batch_rows(db)) == 2
 
 

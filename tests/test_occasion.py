@@ -13,10 +13,12 @@ import icalendar
 from app.clock import DISPLAY_TZ, local_moment, utcnow
 from app.config import Settings
 from app.invites.status import Status
+from app.invites.validation import MAX_OCCASION_DAYS
 from app.storage.database import Database
 from tests.answering import answer_link
+from tests.api_keys import bearer, new_key
 from tests.fixtures import MovableClock, drain
-from tests.helpers import JSON, api_headers, invite_row, written
+from tests.helpers import JSON, api_headers, csrf_token, invite_row, written
 from tests.services import ScriptedSmtp
 
 HOUR = 3600.0
@@ -100,6 +102,38 @@ async def test_an_occasion_without_a_title_or_already_past_is_refused(
     assert past.status_code == 422 and "já passou" in past.json()["campos"]["ocasiao_em"]
     assert broken.status_code == 422 and "quebras de linha" in broken.json()["campos"]["ocasiao"]
     assert await written(db) == (0, 0, 0)
+
+
+async def test_an_occasion_more_than_five_years_ahead_is_refused_at_its_field(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    db: Database,
+    clock: MovableClock,
+) -> None:
+    says = "A data da ocasião pode ser no máximo 5 anos à frente."
+    beyond = utcnow() + timedelta(days=MAX_OCCASION_DAYS, hours=1)
+    # 9999-12-31 23:59 in São Paulo is year 10000 in UTC: refused, not overflowed.
+    far = ("9999-12-31T23:59:00-03:00", "9000-01-01T00:00:00-03:00", beyond.isoformat())
+    key = bearer(await new_key(client))
+    for moment in far:
+        by_api = await anonymous_client.post(
+            "/api/v1/convites",
+            json={"email": "ana@exemplo.com", "ocasiao": "Festa", "ocasiao_em": moment},
+            headers=key,
+        )
+        assert by_api.status_code == 422, moment
+        assert by_api.json()["campos"] == {"ocasiao_em": says}, moment
+    typed = {"email": "ana@exemplo.com", "ocasiao": "Festa", "ocasiao_em": "9999-12-31T23:59"}
+
+    by_form = await client.post("/convites", data={**typed, "csrf_token": await csrf_token(client)})
+
+    assert by_form.status_code == 422
+    assert f'<p id="ocasiao_em-erro" class="erro-campo">{says}</p>' in by_form.text
+    assert 'value="9999-12-31T23:59"' in by_form.text  # kept as typed
+    assert await written(db) == (0, 0, 0)
+    within = (utcnow() + timedelta(days=MAX_OCCASION_DAYS - 1)).isoformat()
+    accepted = await invite_for(client, "ana@exemplo.com", ocasiao="Festa", ocasiao_em=within)
+    assert accepted.status_code == 202
 
 
 async def test_the_reminder_goes_the_day_before_an_occasion_that_comes_first(

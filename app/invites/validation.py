@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from email_validator import EmailNotValidError, validate_email
 
@@ -124,14 +124,15 @@ def check_send_at(
     """The optional "Enviar em" (``enviar_em``): ``None`` to send now, or an aware moment after
     ``now`` and at most ``max_days`` ahead. ``local``: a moment without a UTC offset (the form's
     ``datetime-local``) is São Paulo time; a JSON client must give the offset."""
-    moment, problem = _moment(raw, "enviar_em", local=local)
-    if moment is None:
-        return None, problem
-    if moment <= now:
-        return None, "Esse momento já passou. Escolha uma data e hora no futuro."
-    if moment - now > timedelta(days=max_days):
-        return None, f"Dá para agendar no máximo {max_days} dias à frente."
-    return moment, None
+    return _moment_ahead(
+        raw,
+        "enviar_em",
+        now,
+        max_days,
+        local=local,
+        past="Esse momento já passou. Escolha uma data e hora no futuro.",
+        too_far=f"Dá para agendar no máximo {max_days} dias à frente.",
+    )
 
 
 def check_send_before_occasion(
@@ -149,6 +150,10 @@ def check_send_before_occasion(
 
 MAX_OCCASION_TITLE_LENGTH = 120
 MAX_OCCASION_PLACE_LENGTH = 200
+#: How far ahead an occasion's date may be: any real event is planned within it, and a year
+#: like 9999 (which a ``datetime-local`` field accepts) is a typo, not a plan.
+MAX_OCCASION_YEARS = 5
+MAX_OCCASION_DAYS = MAX_OCCASION_YEARS * 365 + 2  # leap days included
 
 
 def _one_line(raw: object, what: str, limit: int) -> tuple[str | None, str | None]:
@@ -171,14 +176,21 @@ def check_occasion(
     data: dict[str, object], now: datetime, *, local: bool
 ) -> tuple[Occasion | None, dict[str, str]]:
     """The optional occasion (``ocasiao``, ``ocasiao_em``, ``ocasiao_local``): a title, and a
-    moment still to come and a place, which need the title."""
+    moment still to come (at most ``MAX_OCCASION_YEARS`` ahead) and a place, which need the
+    title."""
     title, title_error = _one_line(
         data.get("ocasiao"), "O nome da ocasião", MAX_OCCASION_TITLE_LENGTH
     )
     place, place_error = _one_line(data.get("ocasiao_local"), "O local", MAX_OCCASION_PLACE_LENGTH)
-    at, at_error = _moment(data.get("ocasiao_em"), "ocasiao_em", local=local)
-    if at is not None and at <= now:
-        at, at_error = None, "A data da ocasião já passou."
+    at, at_error = _moment_ahead(
+        data.get("ocasiao_em"),
+        "ocasiao_em",
+        now,
+        MAX_OCCASION_DAYS,
+        local=local,
+        past="A data da ocasião já passou.",
+        too_far=f"A data da ocasião pode ser no máximo {MAX_OCCASION_YEARS} anos à frente.",
+    )
     errors = {
         field: message
         for field, message in (
@@ -193,6 +205,31 @@ def check_occasion(
     if errors or title is None:
         return None, errors
     return Occasion(title, at, place), {}
+
+
+def _moment_ahead(
+    raw: object,
+    field: str,
+    now: datetime,
+    max_days: int,
+    *,
+    local: bool,
+    past: str,
+    too_far: str,
+) -> tuple[datetime | None, str | None]:
+    """The one rule for a moment a person chooses ahead ("Enviar em", the occasion): after
+    ``now`` and at most ``max_days`` ahead, else the pt-BR ``past`` or ``too_far``; in UTC, as
+    it is stored. Only a moment in range is converted: near the ends of the calendar the
+    conversion overflows (9999-12-31 23:59 in São Paulo is year 10000 in UTC), and comparing
+    aware moments does not."""
+    moment, problem = _moment(raw, field, local=local)
+    if moment is None:
+        return None, problem
+    if moment <= now:
+        return None, past
+    if moment - now > timedelta(days=max_days):
+        return None, too_far
+    return moment.astimezone(UTC), None
 
 
 def _moment(raw: object, field: str, *, local: bool) -> tuple[datetime | None, str | None]:

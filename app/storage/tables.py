@@ -46,6 +46,8 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime; use datetime.now(UTC)")
+        # A moment a person typed arrives in UTC already (app.invites.validation converts it
+        # once in range), so this cannot overflow at the ends of the calendar.
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
