@@ -457,7 +457,7 @@ def assert_no_axe_violations(page: Page, state: str) -> None:
     assert results.violations_count == 0, f"{state}:\n{results.generate_report()}"
 
 
-def test_axe_finds_no_violations_empty_pending_failed_and_invalid(
+def test_axe_finds_no_violations_empty_pending_failed_invalid_and_listed(
     page: Page, stack: Stack, smtp: ScriptedSmtp
 ) -> None:
     open_home(page)
@@ -477,6 +477,12 @@ def test_axe_finds_no_violations_empty_pending_failed_and_invalid(
     expect(row(page, "joao@exemplo.com")).to_have_attribute("data-status", "pendente")
     expect(page.locator("#aviso-envio")).to_be_visible()
     assert_no_axe_violations(page, "pending row, sending paused")
+
+    # "Meus convites" on its own page, and a page of older ones (page-has-heading-one).
+    for path in ("/convites?estado=todos", "/convites?antes=999999999&estado=todos"):
+        page.goto(path)
+        expect(row(page, "ines@exemplo.com")).to_be_visible()
+        assert_no_axe_violations(page, path)
 
 
 def test_a_browser_on_web_a_sees_an_invite_posted_through_web_b_arrive_and_be_sent(
