@@ -105,6 +105,23 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
     expect(row(page, email)).to_have_attribute("data-status", "recusado")
     expect(row(page, email)).to_contain_text(UNWANTED.format(email))
 
+    # The invitation's own page says so too, and leads to the way back, not out again.
+    invitee.goto(answer_link(smtp_server, email))
+    heard = words(invitee)
+    assert heard[0] == "heading, Você recusou o convite de Marta Souza, level 1"
+    assert heard[3:] == [
+        "Ninguém consegue mais convidar",
+        email,
+        "pelo Convites: você pediu para não receber convites.",
+        "Mudou de ideia? Dá para",
+        "link, voltar a receber convites",
+        "no navegador em que você pediu para sair, em até 24 horas.",
+        *your_data(email),
+    ]
+    assert_no_axe_violations(invitee, "the invitation after the opt-out")
+    invitee.get_by_role("link", name="voltar a receber convites").click()
+    invitee.wait_for_url(re.compile(re.escape(link) + "$"))
+
     invitee.get_by_role("button", name="Quero voltar a receber convites").click()
 
     expect(invitee.locator("main .aviso")).to_have_text(

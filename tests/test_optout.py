@@ -16,7 +16,7 @@ from app.invites.status import Status
 from app.signing import FULL, Purpose, sign
 from app.storage.database import Database
 from tests.answering import invited, optout_url_of, press
-from tests.helpers import client_for, invite_row, page_token
+from tests.helpers import api_headers, client_for, invite_row, page_token
 from tests.services import ScriptedSmtp
 
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
@@ -40,7 +40,7 @@ async def test_every_invitation_carries_list_unsubscribe_one_click_and_the_link_
     assert f'<a href="{url}">Não quero receber convites</a>' in html
 
 
-async def test_the_invitation_page_offers_the_way_out_below_the_two_answers(
+async def test_the_invitation_page_offers_the_way_out_below_the_two_answers_then_the_way_back(
     client: httpx.AsyncClient,
     anonymous_client: httpx.AsyncClient,
     settings: Settings,
@@ -53,6 +53,22 @@ async def test_the_invitation_page_offers_the_way_out_below_the_two_answers(
     path = optout_path(settings.secret_key, public_id, INVITEE)
     assert page.index("Aceitar convite") < page.index("Recusar") < page.index(path)
     assert f'<a href="{path}">Não quero receber convites</a>' in page
+
+    await anonymous_client.post(path)
+    after = (await anonymous_client.get(link)).text
+
+    assert (
+        "Ninguém consegue mais convidar <strong>ana@exemplo.com.br</strong> pelo Convites: "
+        "você pediu para não receber convites." in after
+    )
+    assert f'Dá para <a href="{path}">voltar a receber convites</a> no navegador' in after
+    # Not offered again, and no new invitation suggested: it would be refused.
+    assert "Não quero receber convites" not in after
+    assert "envie o convite de novo" not in after
+    resent = await client.post(f"/convites/{public_id}/reenviar", headers=await api_headers(client))
+    assert resent.status_code == 422
+    # The way back is where the page says, in this browser.
+    assert "Quero voltar a receber convites" in (await anonymous_client.get(path)).text
 
 
 async def test_a_one_click_post_without_a_cookie_opts_out_at_once_and_again_changes_nothing(
@@ -152,7 +168,10 @@ async def test_the_way_back_lifts_only_an_opt_out_not_a_bounce_or_a_complaint(
     page = await anonymous_client.get(path)
     assert "Este endereço não recebe convites" in page.text
     assert "Quero voltar" not in page.text
-    token = page_token((await anonymous_client.get(link)).text)
+    invitation = (await anonymous_client.get(link)).text
+    assert "pelo Convites: este endereço não recebe convites." in invitation
+    assert "Não quero receber convites" not in invitation and "voltar a receber" not in invitation
+    token = page_token(invitation)
     # Even a browser holding this link's way back cannot lift what the person did not put.
     anonymous_client.cookies.set(UNDO_COOKIE, undo_token(settings.secret_key, public_id))
     await anonymous_client.post(f"{path}/voltar", data={"csrf_token": token})

@@ -49,6 +49,7 @@ def signed_before_addresses(secret_key: str, public_id: str, given: str) -> bool
 #: may opt an address out (fewer mails, never more) but not undo its owner's opt-out.
 UNDO_COOKIE = "convites_descadastro"
 UNDO_SECONDS = 24 * 3600
+UNDO_HOURS = UNDO_SECONDS // 3600  # as the pages say it
 
 
 def undo_token(secret_key: str, public_id: str) -> str:

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from app.consent.optout import optout_path
+from app.consent import suppression
+from app.consent.optout import UNDO_HOURS, optout_path
 from app.invites import links as invite_links
 from app.invites import transitions
 from app.invites.links import GONE, LinkState, OpenedLink
@@ -32,6 +33,7 @@ from app.live.wakeups import Announcer
 from app.storage.database import Database
 from app.web.common import db_of, render, settings_of, wants_json
 from app.web.identity import identify
+from app.web.optout import suppressed_state
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ async def _page(request: Request, token: str, link: OpenedLink | None) -> Respon
             status_code=status_code,
         )
     me = await identify(request)
+    entry = await suppression.entry_for(db_of(request), link.invite.email)
     context = {
         "link": link,
         "invite": link.invite,
@@ -83,6 +86,10 @@ async def _page(request: Request, token: str, link: OpenedLink | None) -> Respon
         "optout": optout_path(
             settings_of(request).secret_key, link.invite.public_id, link.invite.email
         ),
+        # On the list: the page says so, and neither offers the way out again nor suggests a
+        # new invitation that would be refused.
+        "suppressed": suppressed_state(entry),
+        "undo_hours": UNDO_HOURS,
         # "Você entrou como …" only where it is true: this browser is the invitee's.
         "signed_in_here": me is not None and me.email == same_address(link.invite.email),
     }

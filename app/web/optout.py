@@ -26,6 +26,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from app.consent import suppression
 from app.consent.optout import (
     UNDO_COOKIE,
+    UNDO_HOURS,
     UNDO_SECONDS,
     may_undo,
     optout_path,
@@ -33,7 +34,7 @@ from app.consent.optout import (
     signed_before_addresses,
     undo_token,
 )
-from app.consent.suppression import Reason
+from app.consent.suppression import Reason, Suppression
 from app.invites.queries import current_address_since
 from app.invites.records import INVITE, Invite, record_from
 from app.live.wakeups import Announcer
@@ -86,9 +87,19 @@ async def show(request: Request) -> Response:
 async def _state_now(request: Request, invite: Invite) -> str:
     """What the page says is true now: the question (or that the way back was taken), the
     person's own opt-out, or a block (a bounce, a spam report) only an operator lifts."""
-    entry = await suppression.entry_for(db_of(request), invite.email)
-    if entry is None:
+    suppressed = suppressed_state(await suppression.entry_for(db_of(request), invite.email))
+    if suppressed is None:
         return "voltou" if request.query_params.get("voltou") == "1" else "pergunta"
+    return suppressed
+
+
+def suppressed_state(entry: Suppression | None) -> str | None:
+    """What both pages of the invitee (this one and ``/c/{token}``) say of an address on the
+    list: ``descadastrado``, its owner's own opt-out (the way back is here, from the browser
+    that made it, for ``UNDO_HOURS``), or ``bloqueado``, a bounce or a spam report that only
+    an operator lifts; ``None`` when it is not on the list."""
+    if entry is None:
+        return None
     return "descadastrado" if entry.reason == Reason.OPTED_OUT else "bloqueado"
 
 
@@ -99,7 +110,7 @@ def _page(request: Request, invite: Invite, state: str, status_code: int = 200) 
         "state": state,
         "action": optout_path(key, invite.public_id, invite.email),
         "may_undo": may_undo(key, invite.public_id, request.cookies.get(UNDO_COOKIE)),
-        "undo_hours": UNDO_SECONDS // 3600,
+        "undo_hours": UNDO_HOURS,
     }
     return render(request, "descadastro.html", context, status_code=status_code)
 
