@@ -1,5 +1,6 @@
 """Scheduling an invite in Chromium: "Enviar em" on the form, what a screen reader hears (the
-scheduled moment, once), and axe on the page with a scheduled row and a refused moment."""
+scheduled moment, once), and axe on the page with a scheduled row and a refused moment, on the
+form and through "Mudar horário"."""
 
 from __future__ import annotations
 
@@ -29,17 +30,22 @@ def assert_no_axe_violations(page: Page, state: str) -> None:
     assert results.violations_count == 0, f"{state}:\n{results.generate_report()}"
 
 
-def test_a_scheduled_invite_is_announced_once_with_its_moment(page: Page, stack: Stack) -> None:
+def schedule_in_two_days(page: Page, email: str) -> str:
+    """Sends the form with "Enviar em" two days ahead at 9h00; what is heard once it is written."""
     open_home(page)
-    email = "ana@exemplo.com"
     local = (utcnow() + timedelta(days=2)).astimezone(DISPLAY_TZ)
     scheduled = f"Agendado para {local:%d/%m} às 9h00 (convite para {email})."
-
     page.get_by_label(WHEN_FIELD).fill(f"{local:%Y-%m-%d}T09:00")
     page.get_by_label("E-mail").fill(email)
     page.get_by_label("E-mail").press("Enter")
-
     wait_for_spoken(page, polite(scheduled))
+    return scheduled
+
+
+def test_a_scheduled_invite_is_announced_once_with_its_moment(page: Page, stack: Stack) -> None:
+    email = "ana@exemplo.com"
+    scheduled = schedule_in_two_days(page, email)
+
     row = page.locator("li.convite", has_text=email)
     expect(row).to_have_attribute("data-status", "agendado")
     expect(page.get_by_label(WHEN_FIELD)).to_have_value("")  # the clean form
@@ -100,3 +106,36 @@ def test_lembrar_is_heard_when_asked_and_once_when_sent(page: Page, stack: Stack
     assert len(said) == 4 and re.fullmatch(re.escape(sent_prefix) + r"\d{1,2}h\d{2}\.", said[3])
     expect(row.get_by_role("button", name=f"Lembrar {email} do convite")).to_have_count(0)
     assert_no_axe_violations(page, "reminded row")
+
+
+def test_mudar_horario_to_a_past_moment_is_said_once_next_to_the_field_in_the_open_panel(
+    page: Page, stack: Stack
+) -> None:
+    email = "duda@exemplo.com"
+    scheduled = schedule_in_two_days(page, email)
+    row = page.locator("li.convite", has_text=email)
+    past = (utcnow() - timedelta(days=1)).astimezone(DISPLAY_TZ)
+
+    row.get_by_text("Mudar horário").click()
+    row.get_by_label("Novo horário (Brasília)").fill(f"{past:%Y-%m-%d}T09:00")
+    row.get_by_role("button", name="Agendar para o novo horário").click()
+
+    said = "Esse momento já passou. Escolha uma data e hora no futuro."
+    wait_for_spoken(page, assertive(said))
+    field = row.get_by_label("Novo horário (Brasília)")
+    expect(field).to_be_focused()
+    expect(field).to_have_value(f"{past:%Y-%m-%d}T09:00")  # what was typed, not the old moment
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_accessible_description(said)
+    expect(row.locator("details.reagendar")).to_have_attribute("open", "")
+    expect(row).to_have_attribute("data-status", "agendado")
+    typed = f"Novo horário (Brasília), {past:%Y-%m-%d}T09:00"
+    assert spoken(page)[2:] == [
+        polite(scheduled),
+        f"Mudar horário do convite para {email}",
+        typed,
+        "button, Agendar para o novo horário",
+        f"{typed}, {said}",  # the row came back: focus on the field, read with its error
+        assertive(said),  # once
+    ]
+    assert_no_axe_violations(page, "refused new moment")

@@ -489,14 +489,15 @@
     release();
   });
 
-  // A correction refused (422): the row came back with the message next to its field.
+  // A row's own form refused (422: Corrigir e reenviar, Mudar horário): the row came back with
+  // that form open and the message next to its field.
   document.addEventListener("htmx:load", function (evt) {
     var row = evt.detail.elt;
     if (!row || !row.classList || !row.classList.contains("convite")) return;
-    var invalid = row.querySelector('.corrigir [aria-invalid="true"]');
+    var invalid = row.querySelector('.convite-acao [aria-invalid="true"]');
     if (!invalid) return;
     invalid.focus();
-    var message = row.querySelector(".corrigir .erro-campo");
+    var message = row.querySelector(".convite-acao .erro-campo");
     if (message) say("alert", message.textContent.trim());
   });
 

@@ -202,6 +202,34 @@ async def test_rescheduling_moves_the_moment_and_only_before_it_comes(
     assert after.status_code == 409
 
 
+async def test_a_past_moment_brings_the_form_back_with_the_error_with_and_without_javascript(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    when = utcnow() + timedelta(hours=1)
+    created = (await schedule(client, "ana@exemplo.com", when)).json()
+    path = f"/convites/{created['id']}/reagendar"
+    token = await csrf_token(client)
+    past = f"{(utcnow() - timedelta(days=1)).astimezone(DISPLAY_TZ):%Y-%m-%dT09:00}"
+    form = {"enviar_em": past, "csrf_token": token}
+
+    as_form = await client.post(path, data=form)
+    as_htmx = await client.post(path, data=form, headers={"HX-Request": "true"})
+
+    said = "Esse momento já passou. Escolha uma data e hora no futuro."
+    field = f'id="reagendar-{created["id"]}"'
+    for answer in (as_form, as_htmx):
+        assert answer.status_code == 422
+        assert '<details class="convite-acao reagendar" open>' in answer.text
+        assert f'value="{past}"' in answer.text and field in answer.text
+        assert f'aria-describedby="reagendar-{created["id"]}-erro"' in answer.text
+        assert (
+            f'<p id="reagendar-{created["id"]}-erro" class="erro-campo">{said}</p>' in answer.text
+        )
+    assert "<h1>Convite para ana@exemplo.com</h1>" in as_form.text  # the invite's own page
+    assert as_htmx.headers["HX-Retarget"] == f"#convite-{created['id']}"
+    assert (await invite_row(db, created["id"])).send_at == when
+
+
 async def test_two_sweeps_at_once_release_a_scheduled_invite_once(
     client: httpx.AsyncClient, db: Database, clock: MovableClock
 ) -> None:

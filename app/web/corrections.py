@@ -9,15 +9,14 @@ from __future__ import annotations
 import logging
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from app.bounces.history import bounces_of
 from app.consent.suppression import refusal_for
-from app.invites import queries, transitions
-from app.invites.records import Duplicate, Invite
+from app.invites import transitions
+from app.invites.records import Duplicate
 from app.invites.status import CORRECTABLE
 from app.invites.validation import InvalidInvite, parse_invite
-from app.web.common import db_of, error_response, is_htmx, render, wants_json
+from app.web.common import db_of, error_response
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
 from app.web.invites import (
@@ -27,33 +26,10 @@ from app.web.invites import (
     not_in_state,
     over_send_limits,
     refused_after_counting,
-    row_context,
+    row_form_refused,
 )
 
 log = logging.getLogger(__name__)
-
-
-async def _invalid(request: Request, invite: Invite, email: object, message: str) -> Response:
-    if wants_json(request):
-        return JSONResponse({"erro": "Confira os campos.", "campos": {"email": message}}, 422)
-    db = db_of(request)
-    cursor = await queries.last_event_id(db, invite.sender_id)
-    history = await queries.invite_history(db, invite.id)
-    context = row_context(request, invite, history[-1].id if history else 0)
-    context.update(
-        correction_error=message, correction_value=email if isinstance(email, str) else ""
-    )
-    if is_htmx(request):
-        row = f"#convite-{invite.public_id}"
-        headers = {"HX-Retarget": row, "HX-Reswap": "outerHTML"}
-        return render(request, "_invite_row.html", context, status_code=422, headers=headers)
-    context.update(
-        history=history,
-        bounces=await bounces_of(db, invite.id),
-        cursor=cursor,
-        paused=await request.state.paused.now(),
-    )
-    return render(request, "invite.html", context, status_code=422)
 
 
 @signed_in
@@ -70,10 +46,12 @@ async def correct(request: Request) -> Response:
     try:
         checked = parse_invite({"email": data.get("email"), "nome": invite.name})
     except InvalidInvite as exc:
-        return await _invalid(request, invite, data.get("email"), exc.errors.get("email", ""))
+        return await row_form_refused(
+            request, invite, "email", exc.errors.get("email", ""), data.get("email")
+        )
     refusal = await refusal_for(db_of(request), checked.email)
     if refusal is not None:
-        return await _invalid(request, invite, data.get("email"), refusal)
+        return await row_form_refused(request, invite, "email", refusal, data.get("email"))
     refused = await over_send_limits(request, checked.email)
     if refused is not None:
         return refused

@@ -336,10 +336,44 @@ async def show(request: Request) -> Response:
     context = row_context(request, invite, history[-1].id if history else 0)
     if is_htmx(request):
         return render(request, "_invite_row.html", context)
-    paused = await request.state.paused.now()
-    context.update(history=history, cursor=cursor, paused=paused)
-    context["bounces"] = await bounces_of(db, invite.id)
-    return render(request, "invite.html", context)
+    return await _invite_page(request, context, history, cursor)
+
+
+async def _invite_page(
+    request: Request,
+    context: dict[str, Any],
+    history: Sequence[Any],
+    cursor: int,
+    status_code: int = 200,
+) -> Response:
+    """``invite.html``: the row in ``context``, its history and bounces, live from ``cursor``."""
+    context.update(
+        history=history,
+        cursor=cursor,
+        paused=await request.state.paused.now(),
+        bounces=await bounces_of(db_of(request), context["invite"].id),
+    )
+    return render(request, "invite.html", context, status_code=status_code)
+
+
+async def row_form_refused(
+    request: Request, invite: Invite, field: str, message: str, value: object
+) -> Response:
+    """422 for a row's own form (Corrigir e reenviar, Mudar horário): nothing changed. The row
+    comes back with that form open, what was typed kept and the message next to its field
+    (htmx swaps it in place of the row; app.js focuses the field and says the message once);
+    without JavaScript, the invite's page with that row; an API client gets ``campos``."""
+    if wants_json(request):
+        return JSONResponse({"erro": "Confira os campos.", "campos": {field: message}}, 422)
+    db = db_of(request)
+    cursor = await queries.last_event_id(db, invite.sender_id)
+    history = await queries.invite_history(db, invite.id)
+    context = row_context(request, invite, history[-1].id if history else 0)
+    context.update(row_error=message, row_value=value if isinstance(value, str) else "")
+    if is_htmx(request):
+        headers = {"HX-Retarget": f"#convite-{invite.public_id}", "HX-Reswap": "outerHTML"}
+        return render(request, "_invite_row.html", context, status_code=422, headers=headers)
+    return await _invite_page(request, context, history, cursor, status_code=422)
 
 
 @signed_in

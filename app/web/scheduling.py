@@ -15,7 +15,13 @@ from app.invites.validation import check_send_before_occasion
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
 from app.web.forms import BadBody, publish_fast, read_body
 from app.web.identity import signed_in
-from app.web.invites import mine_or_404, not_in_state, row_context, send_at_of
+from app.web.invites import (
+    mine_or_404,
+    not_in_state,
+    row_context,
+    row_form_refused,
+    send_at_of,
+)
 from app.web.present import invite_json
 
 log = logging.getLogger(__name__)
@@ -38,10 +44,7 @@ async def reschedule(request: Request) -> Response:
         problem = check_send_before_occasion(send_at, invite.occasion_at)
     if send_at is None or problem is not None:
         message = problem or "Informe a nova data e hora de envio."
-        if wants_json(request):
-            body = {"erro": "Confira os campos.", "campos": {"enviar_em": message}}
-            return JSONResponse(body, status_code=422)
-        return error_response(request, 422, message)
+        return await row_form_refused(request, invite, "enviar_em", message, data.get("enviar_em"))
     change = await transitions.reschedule(
         db_of(request), invite.sender_id, invite.public_id, send_at
     )
