@@ -275,9 +275,14 @@ async def test_batches_and_cursor_pages(
         json={"enderecos": "ok@exemplo.com\nnao-e-email", "mensagem": "Oi"},
         headers=bearer(key),
     )
-    assert refused.status_code == 409, refused.text
+    # No review came before, and nothing changed: a row that cannot be sent, said as such.
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["erro"] == (
+        "Algumas linhas não podem ser enviadas. Nada foi enviado; o resultado de cada linha está "
+        'em "linhas".'
+    )
     verdicts = [(row["linha"], row["resultado"]) for row in refused.json()["linhas"]]
-    assert verdicts[0] == (1, "ok") and verdicts[1][1] != "ok"
+    assert verdicts == [(1, "ok"), (2, "invalido")]
 
     addresses = "\n".join(f"pessoa{n}@exemplo.com" for n in range(21))
     sent = await api.post("/api/v1/lotes", json={"enderecos": addresses}, headers=bearer(key))

@@ -34,8 +34,11 @@ class Given:
         text: str,
         message: object,
         shared: dict[str, object],
+        *,
+        reviewed: bool,
     ) -> None:
         self.rows, self.text = rows, text
+        self.reviewed = reviewed  # Sent.reviewed: the review page's rows, handed back
         self.raw_message = message if isinstance(message, str) else ""
         self.message, self.message_error = check_message(message)
         self.shared = shared
@@ -64,6 +67,11 @@ class Sent:
         self, list_: Source | str, text: str, message: object, shared: dict[str, object]
     ) -> None:
         self.list, self.text, self.message, self.shared = list_, text, message, shared
+
+    @property
+    def reviewed(self) -> bool:
+        """The rows are the review page's, handed back (``linhas``)."""
+        return isinstance(self.list, str)
 
 
 def _is_json(request: Request) -> bool:

@@ -41,6 +41,10 @@ CHANGED = (
     "A lista mudou desde a revisão: algumas linhas não podem mais ser enviadas. "
     "Nada foi enviado; confira a revisão abaixo."
 )
+NOT_SENDABLE = (
+    "Algumas linhas não podem ser enviadas. Nada foi enviado; "
+    'o resultado de cada linha está em "linhas".'
+)
 
 
 @signed_in
@@ -140,7 +144,7 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
         return _refused_form(
             request, exc.status, str(exc), sent.text, sent.message, shared=sent.shared
         )
-    given = Given(request, rows, sent.text, sent.message, sent.shared)
+    given = Given(request, rows, sent.text, sent.message, sent.shared, reviewed=sent.reviewed)
     refused = None
     if given.message_error:
         refused = given.message_error
@@ -258,8 +262,7 @@ async def send(request: Request) -> Response:
         return outcome
     found, given = outcome
     if found.problems:
-        status_code = 409 if found.ok_rows else 422
-        return await _review_page(request, found, given, status_code, CHANGED)
+        return await _not_sendable(request, found, given)
     refused = await _over_limits(request, found)
     if refused is not None:
         return refused
@@ -282,7 +285,7 @@ async def send(request: Request) -> Response:
     written = await store.write_batch(db_of(request), store.NewBatch(account.public_id, requests))
     if isinstance(written, store.Conflict):
         again = await _rereview(request, found)
-        return await _review_page(request, again, given, 409, CHANGED)
+        return await _not_sendable(request, again, given, written_meanwhile=True)
     log.info(
         "batch accepted",
         extra={
@@ -302,6 +305,21 @@ async def send(request: Request) -> Response:
             body["enviar_em"] = given.send_at.isoformat()
         return JSONResponse(body, status_code=202, headers={"Location": location})
     return RedirectResponse(f"{location}?novo=1", status_code=303)
+
+
+async def _not_sendable(
+    request: Request, found: Review, given: Given, *, written_meanwhile: bool = False
+) -> Response:
+    """Nothing is written when a row cannot be sent; the answer gives every row's verdict.
+    Rows handed back by the review page were all ready when the person read them: the list
+    changed since (409, 422 once no row is ready). A list sent straight (the API's
+    ``enderecos``) had no review: its bad rows are a 422, and 409 only when another write
+    took a row while this one was being written."""
+    if given.reviewed:
+        status_code = 409 if written_meanwhile or found.ok_rows else 422
+        return await _review_page(request, found, given, status_code, CHANGED)
+    status_code = 409 if written_meanwhile else 422
+    return await _review_page(request, found, given, status_code, NOT_SENDABLE)
 
 
 async def _rereview(request: Request, found: Review) -> Review:
