@@ -1,5 +1,6 @@
 """A 50-row batch in Chromium: review, send, follow; what a screen reader hears is bounded,
-ordered and ends with one summary; axe finds nothing on the review and batch pages."""
+ordered and ends with one summary; axe finds nothing on the review and batch pages, nor on the
+form with a spreadsheet refused at its field."""
 
 from __future__ import annotations
 
@@ -301,3 +302,24 @@ def api_key(page: Page) -> str:
     page.get_by_role("button", name="Criar chave").click()
     expect(page.locator("#chave")).to_have_text(re.compile(r"^cvk_"))
     return page.locator("#chave").inner_text()
+
+
+def test_a_spreadsheet_without_an_email_column_is_said_at_the_planilha_field(
+    page: Page, stack: Stack
+) -> None:
+    page.goto("/lotes/novo")
+    page.get_by_label("Planilha").set_input_files(
+        {"name": "lista.csv", "mimeType": "text/csv", "buffer": b"nome;telefone\nAna;1\n"}
+    )
+    page.get_by_role("button", name="Revisar").click()
+
+    problem = page.get_by_role("alert", name="Há um problema")
+    expect(problem).to_be_focused()
+    expect(problem.get_by_role("link")).to_have_attribute("href", "#planilha")
+    field = page.get_by_label("Planilha")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_accessible_description(re.compile(r"coluna chamada “email”"))
+    expect(page.get_by_label("Endereços", exact=True)).not_to_have_attribute("aria-invalid", "true")
+    assert spoken(page) == ["alert, Há um problema"]  # the summary takes focus, as elsewhere
+    results = Axe().run(page)
+    assert results.violations_count == 0, results.generate_report()

@@ -26,13 +26,13 @@ async def review_text(client: httpx.AsyncClient, text: str) -> httpx.Response:
 
 
 async def review_file(
-    client: httpx.AsyncClient, name: str, data: bytes, kind: str = "text/csv"
+    client: httpx.AsyncClient, name: str, data: bytes, kind: str = "text/csv", text: str = ""
 ) -> httpx.Response:
-    """**Revisar** with an uploaded ``Planilha``."""
+    """**Revisar** with an uploaded ``Planilha`` (and ``text`` pasted in ``Endereços``)."""
     token = await form_token(client)
     return await client.post(
         "/lotes/revisar",
-        data={"csrf_token": token, "enderecos": ""},
+        data={"csrf_token": token, "enderecos": text},
         files={"planilha": (name, data, kind)},
     )
 

@@ -148,16 +148,53 @@ async def test_an_xlsx_upload_is_reviewed_like_a_pasted_list(client: httpx.Async
     assert "Souza, Ana" in page.text
 
 
-async def test_a_broken_file_gets_a_clear_pt_br_message_422_and_no_trace(
+def field_error(page: str, field: str) -> str | None:
+    """The message shown under ``field`` (``<p id="{field}-erro">``), if any."""
+    found = re.search(rf'<p id="{field}-erro" class="erro-campo">([^<]*)</p>', page)
+    return html.unescape(found.group(1)) if found else None
+
+
+async def test_a_broken_file_gets_a_clear_pt_br_422_at_the_planilha_field_and_no_trace(
+    settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    async with client_for(replace(settings, batch_max_rows=5), smtp=smtp) as browser:
+        pages = {
+            "no email column": await review_file(browser, "lista.csv", b"nome;telefone\nAna;1\n"),
+            "empty": await review_file(browser, "lista.csv", b""),
+            "corrupt": await review_file(browser, "lista.xlsx", b"PK\x03\x04quebrado"),
+            "too many": await review_file(browser, "lista.csv", b"email\n" + b"a@b.com\n" * 6),
+        }
+
+    said = {name: field_error(page.text, "planilha") for name, page in pages.items()}
+    assert said["no email column"] and "coluna chamada “email”" in said["no email column"]
+    assert said["empty"] == "A planilha está vazia: a primeira linha deve ter a coluna “email”."
+    assert said["corrupt"] == (
+        "Não conseguimos abrir esta planilha .xlsx (o arquivo parece corrompido ou não é do "
+        "Excel). Salve de novo ou envie como CSV."
+    )  # no Python exception's name
+    assert said["too many"] and said["too many"].startswith("A planilha passa de 5 linhas")
+    for page in pages.values():
+        assert page.status_code == 422
+        assert '<li><a href="#planilha">' in page.text  # the error summary links to the file
+        assert 'aria-describedby="planilha-dica planilha-erro" aria-invalid="true"' in page.text
+        assert field_error(page.text, "enderecos") is None and "#enderecos" not in page.text
+        assert "Traceback" not in page.text and 'role="alert"' in page.text
+    assert await invite_count(db) == 0
+
+
+async def test_a_pasted_list_and_a_file_together_are_refused_keeping_the_pasted_list(
     client: httpx.AsyncClient, db: Database
 ) -> None:
-    csv_page = await review_file(client, "lista.csv", b"nome;telefone\nAna;1\n")
-    xlsx_page = await review_file(client, "lista.xlsx", b"PK\x03\x04quebrado")
+    page = await review_file(
+        client, "lista.csv", b"email\nana@exemplo.com\n", text="bia@exemplo.com"
+    )
 
-    assert csv_page.status_code == 422 and "coluna chamada “email”" in csv_page.text
-    assert xlsx_page.status_code == 422 and "Não conseguimos abrir esta planilha" in xlsx_page.text
-    assert "Traceback" not in csv_page.text + xlsx_page.text
-    assert 'role="alert"' in xlsx_page.text  # the error summary leads the page
+    assert page.status_code == 422
+    assert field_error(page.text, "enderecos") == (
+        "Use uma coisa só: os endereços colados ou a planilha. Os endereços colados continuam "
+        "aqui; para enviar a planilha, apague-os e escolha o arquivo de novo."
+    )
+    assert "bia@exemplo.com</textarea>" in page.text
     assert await invite_count(db) == 0
 
 

@@ -75,7 +75,7 @@ def _child(sender: Connection, source: Source, bounds: Bounds) -> None:
     except OverBound as exc:
         sender.send(("over", str(exc), exc.status))
     except UnreadableBatch as exc:
-        sender.send(("unreadable", str(exc)))
+        sender.send(("unreadable", str(exc), exc.detail))
     finally:
         sender.close()
 
@@ -120,7 +120,9 @@ def _read_apart(source: Source, bounds: Bounds) -> list[Row]:
     if outcome[0] == "over":
         raise OverBound(outcome[1], outcome[2])
     if outcome[0] == "unreadable":
-        raise UnreadableBatch(outcome[1])
+        if outcome[2]:
+            log.info("batch unreadable", extra={"kind": source.kind, "detail": outcome[2]})
+        raise UnreadableBatch(outcome[1], outcome[2])
     rows: list[Row] = outcome[1]
     return rows
 

@@ -62,7 +62,13 @@ class Row:
 
 
 class UnreadableBatch(ValueError):
-    """The whole input cannot be read (not a CSV, a broken .xlsx, no e-mail column)."""
+    """The whole input cannot be read (not a CSV, a broken .xlsx, no e-mail column);
+    ``str()`` is the pt-BR message for the person, ``detail`` what went wrong inside (an
+    exception's name) for the log, never for the page."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class OverBound(ValueError):
@@ -344,7 +350,8 @@ def parse_xlsx(data: bytes, bounds: Bounds) -> list[Row]:
     except Exception as exc:  # openpyxl raises many kinds on a malformed workbook
         raise UnreadableBatch(
             "Não conseguimos abrir esta planilha .xlsx (o arquivo parece corrompido ou não é "
-            f"do Excel). Salve de novo ou envie como CSV. Detalhe: {type(exc).__name__}."
+            "do Excel). Salve de novo ou envie como CSV.",
+            type(exc).__name__,
         ) from None
     try:
         sheet = workbook.worksheets[0]
@@ -357,7 +364,8 @@ def parse_xlsx(data: bytes, bounds: Bounds) -> list[Row]:
         raise
     except Exception as exc:
         raise UnreadableBatch(
-            f"Não conseguimos ler as linhas desta planilha .xlsx ({type(exc).__name__})."
+            "Não conseguimos ler as linhas desta planilha .xlsx. Salve de novo ou envie como CSV.",
+            type(exc).__name__,
         ) from None
     finally:
         workbook.close()

@@ -69,6 +69,11 @@ class Sent:
         self.list, self.text, self.message, self.shared = list_, text, message, shared
 
     @property
+    def from_file(self) -> bool:
+        """A spreadsheet was chosen (``planilha``): what is wrong with the list is its."""
+        return isinstance(self.list, Source) and self.list.data is not None
+
+    @property
     def reviewed(self) -> bool:
         """The rows are the review page's, handed back (``linhas``)."""
         return isinstance(self.list, str)

@@ -37,6 +37,11 @@ from app.web.identity import signed_in
 log = logging.getLogger(__name__)
 
 NOTHING_GIVEN = "Cole os endereços no campo Endereços ou escolha uma planilha."
+#: A pasted list and a file in one request: neither is dropped behind the person's back.
+BOTH_GIVEN = (
+    "Use uma coisa só: os endereços colados ou a planilha. Os endereços colados continuam "
+    "aqui; para enviar a planilha, apague-os e escolha o arquivo de novo."
+)
 CHANGED = (
     "A lista mudou desde a revisão: algumas linhas não podem mais ser enviadas. "
     "Nada foi enviado; confira a revisão abaixo."
@@ -98,8 +103,9 @@ def _refused_form(
     shared: dict[str, object] | None = None,
     errors: dict[str, str] | None = None,
 ) -> Response:
-    """The form again with what was typed; ``error`` is about the list, ``errors`` about the
-    shared fields (``SHARED_FIELDS``), each shown at its field."""
+    """The form again with what was typed; ``error`` is about the pasted list (Endereços),
+    ``errors`` about the other fields (``planilha``, ``SHARED_FIELDS``), each shown at its
+    field."""
     if wants_json(request):
         body: dict[str, Any] = {"erro": error or "Confira os campos."}
         if errors:
@@ -124,6 +130,8 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
         sent = await read_sent(request)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
+    if sent.from_file and sent.text.strip():
+        return _refused_form(request, 422, BOTH_GIVEN, sent.text, sent.message, shared=sent.shared)
     settings = settings_of(request)
     limit = ratelimit.review_limit(settings, sender_id(request))
     refusal = await ratelimit.take(request.state.redis, [limit])
@@ -138,11 +146,13 @@ async def _reviewed(request: Request) -> tuple[Review, Given] | Response:
         rows = await rows_of(request, sent)
     except BadBody as exc:
         return error_response(request, 400, str(exc))
-    except UnreadableBatch as exc:
-        return _refused_form(request, 422, str(exc), sent.text, sent.message, shared=sent.shared)
-    except OverBound as exc:
+    except (UnreadableBatch, OverBound) as exc:
+        # Said at the field it came from: the file's, or Endereços for a pasted list.
+        status_code = exc.status if isinstance(exc, OverBound) else 422
+        on_file = {"planilha": str(exc)} if sent.from_file else None
+        error = None if on_file else str(exc)
         return _refused_form(
-            request, exc.status, str(exc), sent.text, sent.message, shared=sent.shared
+            request, status_code, error, sent.text, sent.message, shared=sent.shared, errors=on_file
         )
     given = Given(request, rows, sent.text, sent.message, sent.shared, reviewed=sent.reviewed)
     refused = None
