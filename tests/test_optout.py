@@ -230,15 +230,17 @@ async def test_a_bad_signature_is_refused_and_records_nothing(
 async def test_csrf_lets_through_only_the_signed_one_click_path(
     client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
 ) -> None:
-    """Without a token: the way back, the answers and anything under the prefix are 403."""
+    """Without a token: the way back and the answers are 403; a path under the prefix that
+    no endpoint takes is 404."""
     public_id, link = await invited(client, settings, smtp)
     path = optout_path(settings.secret_key, public_id, INVITEE)
     await suppression.suppress(db, "ana@exemplo.com.br", Reason.OPTED_OUT)
 
     async with client_for(settings) as stranger:
-        for unsafe in (f"{path}/voltar", f"{path}/x", f"{link}/recusar", f"{link}/aceitar"):
+        for unsafe in (f"{path}/voltar", f"{link}/recusar", f"{link}/aceitar"):
             refused = await stranger.post(unsafe, data=ONE_CLICK)
             assert refused.status_code == 403, unsafe
+        assert (await stranger.post(f"{path}/x", data=ONE_CLICK)).status_code == 404
 
     assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
     assert (await invite_row(db, public_id)).status == Status.ENVIADO
