@@ -25,7 +25,7 @@ async def test_a_body_over_the_limit_gets_413_and_nothing_is_written(
     response = await client.post("/convites", content=body, headers=headers)
 
     assert response.status_code == 413
-    assert response.json()["erro"] == "O pedido é grande demais."
+    assert response.json()["erro"] == "O pedido é grande demais: o limite é de 16 KB."
     assert await invite_count(db) == 0
 
 
@@ -132,6 +132,18 @@ async def test_a_name_longer_than_100_characters_is_refused(
     )
     assert response.status_code == 422
     assert "no máximo 100" in response.json()["campos"]["nome"]
+    assert await invite_count(db) == 0
+
+
+async def test_an_address_that_is_not_text_is_told_so_not_asked_for(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    for value, said in ((123, "O e-mail precisa ser um texto."), (None, "Informe o e-mail")):
+        response = await client.post(
+            "/convites", json={"email": value}, headers=await api_headers(client)
+        )
+        assert response.status_code == 422
+        assert response.json()["campos"]["email"].startswith(said)
     assert await invite_count(db) == 0
 
 

@@ -52,7 +52,9 @@ def check_email(
     raw: object, missing: str = "Informe o e-mail de quem você quer convidar."
 ) -> tuple[str | None, str | None]:
     """The address as we send to it (domain in IDNA, lower case), or the pt-BR reason not."""
-    if not isinstance(raw, str) or not raw.strip():
+    if raw is not None and not isinstance(raw, str):
+        return None, "O e-mail precisa ser um texto."
+    if raw is None or not raw.strip():
         return None, missing
     email = raw.strip()
     if len(email) > MAX_EMAIL_LENGTH:
