@@ -13,7 +13,15 @@ from app.web.common import error_response
 
 log = logging.getLogger(__name__)
 
-TOO_LARGE = "O pedido é grande demais."
+TOO_LARGE = "O pedido é grande demais: o limite é de {limit}."
+
+
+def readable_size(size: int) -> str:
+    """``size`` bytes as a person reads it, in pt-BR: "64 KB", "2 MB", "1,5 MB"."""
+    for unit, scale in (("MB", 1024 * 1024), ("KB", 1024)):
+        if size >= scale:
+            return f"{round(size / scale, 1):g}".replace(".", ",") + f" {unit}"
+    return f"{size} bytes"
 
 
 class BodyTooLarge(Exception):
@@ -46,7 +54,7 @@ class BodyLimitMiddleware:
         max_bytes = self._limit_for(scope["path"])
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-            await self._refuse(scope, receive, send, declared)
+            await self._refuse(scope, receive, send, declared, max_bytes)
             return
         received = 0
         started = False
@@ -70,12 +78,15 @@ class BodyLimitMiddleware:
         except BodyTooLarge:
             if started:
                 raise
-            await self._refuse(scope, receive, send, f">{max_bytes}")
+            await self._refuse(scope, receive, send, f">{max_bytes}", max_bytes)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, size: str, max_bytes: int
+    ) -> None:
         log.warning(
             "request body too large",
             extra={"path": hide_secrets(scope["path"]), "content_length": size},
         )
-        response = error_response(Request(scope), 413, TOO_LARGE)
+        message = TOO_LARGE.format(limit=readable_size(max_bytes))
+        response = error_response(Request(scope), 413, message)
         await response(scope, receive, send)
