@@ -163,3 +163,13 @@ async def test_a_pendente_row_reads_pausado_without_a_worker_and_still_sending_o
 
     assert "<body hx-headers" in running  # no data-envio: sending runs
     assert re.search(r'quando-envia">\s*<span class="selo">Ainda enviando</span>', row)
+
+
+async def test_every_page_names_its_icon_so_the_browser_asks_for_no_missing_favicon(
+    anonymous_client: httpx.AsyncClient,
+) -> None:
+    page = (await anonymous_client.get("/entrar")).text
+    found = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', page)
+    assert found, page
+    icon = await anonymous_client.get(found.group(1))
+    assert icon.status_code == 200 and icon.text.startswith("<svg")
