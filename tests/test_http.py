@@ -56,7 +56,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("header injection", {"json": {"email": "a@b.com\r\nBcc: c@d.com"}}, 422, "quebras de linha"),
     ("missing email", {"json": {"nome": "Sem E-mail"}}, 422, "Informe o e-mail"),
     ("name too long", {"json": {"email": "a@b.com", "nome": "x" * 101}}, 422, "100"),
-    ("email not a string", {"json": {"email": ["a@b.com"]}}, 422, "Informe o e-mail"),
+    ("email not a string", {"json": {"email": ["a@b.com"]}}, 422, "precisa ser um texto"),
     (
         "malformed json",
         {"content": b"{nope", "headers": {"content-type": "application/json"}},
