@@ -408,7 +408,8 @@ async def test_urls_a_delivery_could_not_send_are_refused_at_registration(
         ("http://é_x.com/", addresses.NOT_A_URL),  # no IDNA form: only httpx says so
         ("http://127.0.0.1:99999/", addresses.NOT_A_URL),
         # Short enough as typed, too long for its column once percent-encoded.
-        ("http://127.0.0.1:9/" + "ç" * 400, addresses.NOT_A_URL),
+        ("http://127.0.0.1:9/" + "ç" * 400, addresses.TOO_LONG),
+        ("https://exemplo.com/" + "a" * 5000, addresses.TOO_LONG),
     ):
         refused = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
         assert refused.status_code == 422, url

@@ -23,6 +23,7 @@ import httpx
 MAX_URL_CHARS = 2000
 
 NOT_A_URL = "Informe um endereço completo, começando com https://."
+TOO_LONG = f"O endereço pode ter no máximo {MAX_URL_CHARS:_} caracteres.".replace("_", ".")
 NOT_HTTPS = "O endereço do webhook precisa começar com https://."
 BAD_CHARACTER = (
     "O endereço tem espaços ou caracteres invisíveis. Copie-o de novo, sem eles, e tente outra vez."
@@ -52,8 +53,10 @@ def check_form(url: str, *, allow_private: bool) -> str:
     """``url`` as ``httpx`` writes it (IDNA host, percent-encoded path) if its form is
     acceptable (characters, scheme, host, port, length); raises ``Refused``."""
     url = url.strip()
-    if not url or len(url) > MAX_URL_CHARS:
+    if not url:
         raise Refused(NOT_A_URL)
+    if len(url) > MAX_URL_CHARS:
+        raise Refused(TOO_LONG)
     # A control character or an inner space would make every delivery fail to build its
     # request; pasted text carries them unseen, so say so rather than "not a URL".
     if any(not char.isprintable() or char.isspace() for char in url):
@@ -66,7 +69,7 @@ def check_form(url: str, *, allow_private: bool) -> str:
     except (httpx.InvalidURL, ValueError):
         raise Refused(NOT_A_URL) from None
     if len(url) > MAX_URL_CHARS:  # IDNA and percent-encoding make it longer
-        raise Refused(NOT_A_URL)
+        raise Refused(TOO_LONG)
     if parts.scheme not in ("https", "http") or not parts.hostname or parts.username:
         raise Refused(NOT_A_URL)
     if port == 0:  # no server listens there; the POST would go to the scheme's port instead
