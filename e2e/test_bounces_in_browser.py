@@ -39,7 +39,7 @@ BOUNCED = "O convite para {} voltou: não foi entregue. " + BOUNCE_WHY
 def receiver(running_stack: Stack) -> Iterator[int]:
     """The bounce receiver process, on the stack's BOUNCE_LISTEN."""
     port = running_stack.settings.bounce_listen[1]
-    with AppProcess.bounces(running_stack.env, running_stack.folder / "bounces.log").start():
+    with AppProcess.bounces(running_stack.env, running_stack.folder / "bounces.log"):
         wait_for_port(port, timeout=30)
         yield port
 
