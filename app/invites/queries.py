@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, literal_column, select, union_all
 
 from app.invites.records import INVITE, Event, Invite, record_from
-from app.invites.status import Status
+from app.invites.status import CORRECTABLE, Status
 from app.storage.database import Database
 from app.storage.tables import invite_events, invites, unindexed
 
@@ -116,25 +117,24 @@ async def round_started_at(db: Database, invite: Invite) -> datetime:
     return started or invite.created_at
 
 
+def address_since(history: Sequence[Event]) -> int:
+    """The first attempt mailed to the invite's address as of the end of ``history``: 1, or
+    the attempt that followed its last correction (``devolvido`` → Corrigir e reenviar,
+    another address). A link, an opt-out address or a send time of an older attempt belongs
+    to someone else's address."""
+    return max(
+        (
+            event.attempt
+            for before, event in pairwise(history)
+            if before.status in CORRECTABLE and event.status == Status.PENDENTE
+        ),
+        default=1,
+    )
+
+
 async def current_address_since(db: Database, invite_id: int) -> int:
-    """The first attempt mailed to the invite's address as it is now: 1, or the attempt that
-    followed its last correction (``devolvido`` → Corrigir e reenviar, another address). A link
-    or address in an older attempt's mail went to someone else."""
-    bounced = (
-        select(func.max(invite_events.c.id))
-        .where(
-            invite_events.c.invite_id == invite_id,
-            invite_events.c.status == Status.DEVOLVIDO.value,
-        )
-        .scalar_subquery()
-    )
-    query = select(func.min(invite_events.c.attempt)).where(
-        invite_events.c.invite_id == invite_id,
-        invite_events.c.status == Status.PENDENTE.value,
-        invite_events.c.id > bounced,
-    )
-    async with db.read() as conn:
-        return int((await conn.execute(query)).scalar() or 1)
+    """``address_since`` of the invite's whole history, now."""
+    return address_since(await invite_history(db, invite_id))
 
 
 async def invite_history(db: Database, invite_id: int) -> list[Event]:

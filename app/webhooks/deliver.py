@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import json
 import logging
 from dataclasses import dataclass
@@ -32,9 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.bounces.history import bounces_of
 from app.clock import utcnow
 from app.config import Settings
-from app.invites.queries import invite_history
+from app.invites.queries import address_since, invite_history
 from app.invites.records import WEBHOOK_MAIL, Change, Event, Invite, NewInvite, record_from
-from app.invites.status import CORRECTABLE, Status
+from app.invites.status import Status
 from app.invites.transitions.sending import create_invites
 from app.logs import correlation_id
 from app.sending.queue import Publisher
@@ -193,16 +192,11 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
     history = [e for e in await invite_history(db, claimed.invite_id) if e.id <= claimed.event_id]
     event: Event = history[-1]
     # A corrected address (devolvido → pendente) was never sent to: its row has no send time.
-    corrected = max(
-        (
-            e.id
-            for before, e in itertools.pairwise(history)
-            if before.status in CORRECTABLE and e.status == Status.PENDENTE
-        ),
-        default=0,
-    )
+    since = address_since(history)
     sent = [
-        e for e in history if e.status == Status.ENVIADO and e.reminder is None and e.id > corrected
+        e
+        for e in history
+        if e.status == Status.ENVIADO and e.reminder is None and e.attempt >= since
     ]
     # A reminder belongs to its round: a resend (a new pendente) starts one without any.
     round_began = max((e.id for e in history if e.status == Status.PENDENTE), default=0)
