@@ -200,8 +200,13 @@ def make_settings(tmp_path: Path, redis_url: str, smtp_port: int, **overrides: A
 def short_lease_settings(
     tmp_path: Path, redis_url: str, smtp_port: int, **overrides: Any
 ) -> Settings:
-    """Migrated settings whose leases and SMTP timeouts are short enough for process tests."""
-    short = {"SENDING_LEASE_SECONDS": 4, "SMTP_URL": f"smtp://127.0.0.1:{smtp_port}?timeout=2"}
+    """Migrated settings whose leases and timeouts are short enough for process tests: a job a
+    killed worker held is free again after 18 s (arq's lock: the longest job timeout + 10 s)."""
+    short = {
+        "SENDING_LEASE_SECONDS": 4,
+        "SMTP_URL": f"smtp://127.0.0.1:{smtp_port}?timeout=2",
+        "WEBHOOK_TIMEOUT_SECONDS": 1,
+    }
     settings = make_settings(tmp_path, redis_url, smtp_port, **{**short, **overrides})
     migrate(settings)
     return settings

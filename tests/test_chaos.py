@@ -18,11 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from arq.worker import Worker
 from sqlalchemy import select
 
 from app.config import Settings
 from app.invites.records import INVITE
-from app.sending.queue import SWEEP_TIMEOUT_SECONDS, send_timeout_seconds
+from app.sending.worker import worker_options
 from app.storage.database import Database
 from app.storage.tables import invites
 from tests.fixtures import SENDER, postgres, process_env, short_lease_settings
@@ -188,10 +189,9 @@ async def test_chaos_loses_nothing_and_sends_nothing_twice(
         # A worker killed after arq handed it a job, before the job claimed its row, leaves the
         # job locked for arq's in-progress timeout (the longest function's timeout + 10 s); only
         # then does another worker run it. The last kill may come at the chaos's very end.
-        arq_lock = (
-            max(send_timeout_seconds(chaos_settings.sending_lease_seconds), SWEEP_TIMEOUT_SECONDS)
-            + 10
-        )
+        arq_lock = Worker(
+            burst=True, handle_signals=False, **worker_options(chaos_settings)
+        ).in_progress_timeout_s
         await eventually(terminal, arq_lock + CHAOS_SECONDS + 30, lambda: f"not terminal: {counts}")
 
         async with db.read() as conn:

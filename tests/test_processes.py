@@ -12,7 +12,7 @@ from arq.worker import Worker
 
 from app.config import Settings
 from app.invites.status import Status
-from app.sending.queue import SWEEP_TIMEOUT_SECONDS, send_timeout_seconds
+from app.sending.queue import send_timeout_seconds
 from app.sending.worker import worker_options
 from app.storage.database import Database
 from app.storage.migrate import upgrade
@@ -133,13 +133,15 @@ async def test_a_graceful_stop_never_leaves_an_invite_enviando(
         await database.dispose()
 
 
+@pytest.mark.parametrize("settings_fixture", ["settings", "short_lease"])
 def test_a_killed_workers_send_jobs_are_free_again_after_the_send_timeout(
-    settings: Settings,
+    settings_fixture: str, request: pytest.FixtureRequest
 ) -> None:
     """arq locks every job it starts for its longest function's timeout (+10 s): that is how long
-    a send job a killed worker held waits for another worker. No cron (retention, reminders,
-    webhooks) may stretch it past the send job's own timeout or the sweep's."""
+    a send job a killed worker held waits for another worker. No cron (the sweep, retention,
+    reminders) may stretch it past the send job's own timeout, however short the lease."""
+    settings: Settings = request.getfixturevalue(settings_fixture)
     worker = Worker(burst=True, handle_signals=False, **worker_options(settings))
 
     send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
-    assert worker.in_progress_timeout_s == max(send_timeout, SWEEP_TIMEOUT_SECONDS) + 10
+    assert worker.in_progress_timeout_s == send_timeout + 10

@@ -158,13 +158,17 @@ async def relay_outbox(db: Database, publisher: Publisher, *, grace_seconds: flo
     return len(entries)
 
 
-#: The reconciliation cron's own timeout.
-SWEEP_TIMEOUT_SECONDS = 60.0
-
-
 def send_timeout_seconds(sending_lease_seconds: float) -> float:
     """The send job's timeout: a backstop only (the SMTP conversation is cut at half the lease)."""
     return sending_lease_seconds * 2
+
+
+def cron_timeout_seconds(sending_lease_seconds: float) -> float:
+    """The crons' timeout (sweep, retention, reminders): a minute, and never past the send job's.
+    arq locks every job it starts for its longest function's timeout (+10 s), and a send job a
+    killed worker held waits that long for another worker; a cron must not stretch that wait.
+    What a cut run leaves, the next continues."""
+    return min(60.0, send_timeout_seconds(sending_lease_seconds))
 
 
 async def job_is_live(redis: ArqRedis, job_id: str) -> bool:

@@ -44,8 +44,8 @@ from app.sending.pause import pause_flag
 from app.sending.queue import (
     OUTAGE_ERRORS,
     SEND_FUNCTION,
-    SWEEP_TIMEOUT_SECONDS,
     Publisher,
+    cron_timeout_seconds,
     send_timeout_seconds,
 )
 from app.sending.reminders import send_due_reminders
@@ -193,6 +193,7 @@ def redis_settings(url: str) -> RedisSettings:
 def worker_options(settings: Settings) -> dict[str, Any]:
     """Everything ``arq.Worker`` needs, for the CLI class below and for in-process test workers."""
     send_timeout = send_timeout_seconds(settings.sending_lease_seconds)
+    cron_timeout = cron_timeout_seconds(settings.sending_lease_seconds)
     return {
         "functions": [
             func(tracked(send_invite), name=SEND_FUNCTION, timeout=send_timeout, max_tries=5),
@@ -208,23 +209,21 @@ def worker_options(settings: Settings) -> dict[str, Any]:
                 tracked(reconcile),
                 second=set(range(0, 60, 2)),
                 run_at_startup=True,
-                timeout=SWEEP_TIMEOUT_SECONDS,
+                timeout=cron_timeout,
             ),
-            # Every hour at minute 30. Its timeout stays short like every function's: arq locks
-            # each job for the longest function timeout (+10 s), and a send job that a killed
-            # worker held waits that long for another worker. Chunks done stay done.
+            # Every hour at minute 30; chunks done stay done.
             cron(
                 tracked(purge_ended),
                 minute={30},
                 second={30},
-                timeout=SWEEP_TIMEOUT_SECONDS,
+                timeout=cron_timeout,
             ),
             # A reminder is never urgent: every ten seconds, on seconds the sweep leaves free.
             cron(
                 tracked(remind),
                 second=set(range(1, 60, 10)),
                 run_at_startup=True,
-                timeout=SWEEP_TIMEOUT_SECONDS,
+                timeout=cron_timeout,
             ),
         ],
         "on_startup": startup,
