@@ -48,17 +48,19 @@ test: system-deps-tests setup lint  ## every check and test (CI)
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgresql \
 		PASS_LIMIT="timeout -s INT -k 30 1500"
 
-# Each pass runs in two pytest processes (pytest-xdist; work stealing, as test times vary from
-# milliseconds to a minute): the tests mostly wait on the processes they start.
-PYTEST := $(PY) -m pytest -n $${TEST_PROCESSES:-2} --dist worksteal
+# Each pass runs in several pytest processes (pytest-xdist; work stealing, as test times vary
+# from milliseconds to a minute): the tests mostly wait on the processes they start. The SQLite
+# pass, which also runs the browser tests and both tiny benches, takes three; the PostgreSQL
+# pass two (docs/benchmarks.md, "How long the test suite takes"). TEST_PROCESSES=N sets both.
+PYTEST := $(PY) -m pytest --dist worksteal
 
 test-sqlite: setup  ## the whole suite on SQLite (the default database), browser tests included
-	$(PASS_LIMIT) $(PYTEST)
+	$(PASS_LIMIT) $(PYTEST) -n $${TEST_PROCESSES:-3}
 
 # The browser tests (e2e/) run in the SQLite pass only: they check what a person sees and hears;
 # the database behaviour under them has its own tests in tests/, which both passes run.
 test-postgresql: setup  ## tests/ again on a private PostgreSQL
-	TEST_DATABASE=postgresql $(PASS_LIMIT) $(PYTEST) tests
+	TEST_DATABASE=postgresql $(PASS_LIMIT) $(PYTEST) -n $${TEST_PROCESSES:-2} tests
 
 chaos: system-deps setup  ## the long chaos run: thousands of invites, minutes of killed workers and Redis restarts
 	CHAOS_INVITES=$${CHAOS_INVITES:-3000} CHAOS_SECONDS=$${CHAOS_SECONDS:-180} \

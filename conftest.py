@@ -9,6 +9,6 @@ pytest_plugins = ["tests.fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The long tests first: with two pytest processes per pass (pytest-xdist), one left for the
+    """The long tests first: with a few pytest processes per pass (pytest-xdist), one left for the
     end makes the whole pass wait on it alone."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
