@@ -39,7 +39,6 @@ from tests.services import (
 from tests.signing_in import sign_in_browser
 from tests.waiting import until
 
-SLOW_AFTER_SECONDS = 3
 BATCH_ANNOUNCE_SECONDS = 2  # a batch page's progress, at most this often (e2e/test_batches_…)
 RECORDER = (Path(__file__).parent / "recorder.js").read_text()
 
@@ -125,7 +124,6 @@ def running_stack(
         tmp_path_factory.mktemp("e2e-stack"),
         stack_redis.url,
         smtp_server.port,
-        SLOW_AFTER_SECONDS=SLOW_AFTER_SECONDS,
         BATCH_ANNOUNCE_SECONDS=BATCH_ANNOUNCE_SECONDS,
         WORKER_HEARTBEAT_SECONDS=1,
         # Every browser context signs in from 127.0.0.1: the per-network hourly limit is for
