@@ -40,27 +40,28 @@ lint: setup
 	$(PY) -m ruff format --check app tests e2e bench
 	$(PY) -m mypy
 
-# The two passes run side by side (each waits on its processes most of the time; on 2 cores
-# together they take about as long as the SQLite pass alone); each pass's output is printed
-# when it ends. A pass that hangs past 25 minutes (at exit, where pytest-timeout does not reach)
-# is stopped with SIGINT, and what it printed is still shown.
+# The two passes run one after the other, each in three pytest processes (pytest-xdist; work
+# stealing, as test times vary from milliseconds to a minute): the tests mostly wait on the
+# processes they start, while side by side the browsers of one pass slowed the other more than
+# they overlapped (docs/benchmarks.md, "How long the test suite takes"). Both passes run even if
+# the first fails. A pass that hangs past 20 minutes (at exit, where pytest-timeout does not
+# reach) is stopped with SIGINT, and what it printed is still shown. TEST_PROCESSES=N.
 test: system-deps-tests setup lint  ## every check and test (CI)
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgresql \
-		PASS_LIMIT="timeout -s INT -k 30 1500"
+	@failed=0; \
+	$(MAKE) --no-print-directory test-sqlite PASS_LIMIT="$(PASS_TIMEOUT)" || failed=1; \
+	$(MAKE) --no-print-directory test-postgresql PASS_LIMIT="$(PASS_TIMEOUT)" || failed=1; \
+	exit $$failed
 
-# Each pass runs in several pytest processes (pytest-xdist; work stealing, as test times vary
-# from milliseconds to a minute): the tests mostly wait on the processes they start. The SQLite
-# pass, which also runs the browser tests and both tiny benches, takes three; the PostgreSQL
-# pass two (docs/benchmarks.md, "How long the test suite takes"). TEST_PROCESSES=N sets both.
-PYTEST := $(PY) -m pytest --dist worksteal
+PASS_TIMEOUT := timeout -s INT -k 30 1200
+PYTEST := $(PY) -m pytest -n $${TEST_PROCESSES:-3} --dist worksteal
 
 test-sqlite: setup  ## the whole suite on SQLite (the default database), browser tests included
-	$(PASS_LIMIT) $(PYTEST) -n $${TEST_PROCESSES:-3}
+	$(PASS_LIMIT) $(PYTEST)
 
 # The browser tests (e2e/) run in the SQLite pass only: they check what a person sees and hears;
 # the database behaviour under them has its own tests in tests/, which both passes run.
 test-postgresql: setup  ## tests/ again on a private PostgreSQL
-	TEST_DATABASE=postgresql $(PASS_LIMIT) $(PYTEST) -n $${TEST_PROCESSES:-2} tests
+	TEST_DATABASE=postgresql $(PASS_LIMIT) $(PYTEST) tests
 
 chaos: system-deps setup  ## the long chaos run: thousands of invites, minutes of killed workers and Redis restarts
 	CHAOS_INVITES=$${CHAOS_INVITES:-3000} CHAOS_SECONDS=$${CHAOS_SECONDS:-180} \

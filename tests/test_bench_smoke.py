@@ -13,8 +13,7 @@ from tests.fixtures import BACKEND
 ROOT = Path(__file__).resolve().parent.parent
 
 # The bench builds its own stack whatever the suite's database is (`--db postgresql`: its own
-# cluster, two web processes and two workers): both run once, in the SQLite pass, which has the
-# more pytest processes (Makefile).
+# cluster, two web processes and two workers): both run once, in the SQLite pass.
 ONCE = pytest.mark.skipif(BACKEND == "postgresql", reason="the SQLite pass runs both benches")
 
 
