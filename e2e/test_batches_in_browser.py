@@ -15,7 +15,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from e2e.conftest import BATCH_ANNOUNCE_SECONDS, Stack
 from e2e.spoken import polite, spoken, wait_for_spoken
-from e2e.test_live_pages import PAUSED, RECEIVED_PAUSED, SENT
+from e2e.test_live_pages import PAUSED, RECEIVED_PAUSED, RESUMED, SENT
 from tests.answering import answer_link
 from tests.services import ScriptedSmtp
 from tests.waiting import until
@@ -216,8 +216,9 @@ def test_a_press_whose_answer_comes_after_the_stream_is_still_answered(
 def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_again(
     new_context: Callable[..., BrowserContext], stack: Stack, smtp_server: ScriptedSmtp
 ) -> None:
-    """A batch row says nothing but its answers and what the person's own press on it did; the
-    same answer in a new round (Reenviar here, or through the API) is news."""
+    """A batch row says nothing but its answers and the person's own press on it, followed to
+    what became of it (even when the batch's end says the same as before); the same answer in
+    a new round (Reenviar here, or through the API) is news."""
     # Addresses of this test's own: the other batches' bounces and the per-address day limit.
     email, beside = "de.novo@exemplo.com", "ao.lado@exemplo.com"
     declined = polite(f"{email} recusou o convite.")
@@ -240,11 +241,12 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
 
     decline(1)
     row.get_by_role("button", name="Reenviar").click()
-    # What the press did, as the row says it when its answer lands (the stream may bring the
-    # mail's departure first: then that is what is said).
-    answers = {polite(f"Recebemos, enviando… (convite para {email})"), polite(SENT.format(email))}
-    until(lambda: answers & set(spoken(page)), 15, lambda: f"{spoken(page)}")
-    [answered] = answers & set(spoken(page))
+    # What the press did, then what became of it: the row is followed to its "enviado" (the
+    # stream may bring the mail's departure before the press's answer: then only that is said).
+    received = polite(f"Recebemos, enviando… (convite para {email})")
+    sent = polite(SENT.format(email))
+    until(lambda: sent in spoken(page), 15, lambda: f"{spoken(page)}")
+    answered = [received, sent] if received in spoken(page) else [sent]
     decline(2)
     # Sent again from elsewhere: the page's row changes silently, and its decline is news again.
     key = api_key(context.new_page())
@@ -265,6 +267,10 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
     wait_for_spoken(page, polite(RECEIVED_PAUSED.format(beside)))
     # The batch's counters change ("1 de 2 enviados") without a word: its end was said.
     expect(page.locator("#lote-resumo")).to_contain_text("1 de 2 enviados")
+    # Its next end says "2 enviados." again (not news), but the pressed row's own is heard.
+    stack.start_worker()
+    wait_for_spoken(page, polite(SENT.format(beside)))
+    expect(page.locator("#lote-resumo")).to_contain_text("2 enviados")
 
     assert spoken(page) == [
         polite("Recebemos 2 convites, enviando…"),
@@ -272,7 +278,7 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
         declined,
         f"button, Reenviar o convite para {email}",
         f"link, {email}",  # focus on the row, then what the press did
-        answered,
+        *answered,
         declined,
         declined,
         polite(f"{beside} recusou o convite."),
@@ -280,6 +286,8 @@ def test_a_batch_rows_own_press_is_heard_and_a_decline_in_a_new_round_is_heard_a
         f"button, Reenviar o convite para {beside}",
         f"link, {beside}",
         polite(RECEIVED_PAUSED.format(beside)),
+        polite(RESUMED),
+        polite(SENT.format(beside)),
     ]
 
 

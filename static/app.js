@@ -110,19 +110,25 @@
     return document.body.dataset.envio === "pausado";
   }
 
+  // A batch's row is silent (its summary speaks) but for the person's own press on it, and
+  // for what becomes of that press: the round it started is followed in this tab, so a
+  // "Reenviar" is heard to its "enviado" (or "falhou") even when the batch's end says the same
+  // sentence as before and is not said again. key → the round the press started.
+  var followedRounds = new Map();
+
   function announceRow(row, ownAction, isNew) {
+    var key = row.dataset.convite;
+    var event = Number(row.dataset.evento || 0);
+    var round = Number(row.dataset.rodada || 0);
     // A pendente row says what the person sees: while sending is paused, that it waits.
     var text = (sendingPaused() && row.dataset.anuncioPausado) || row.dataset.anuncio;
     var region = row.dataset.anuncioEm;
-    if (!text && ownAction && row.dataset.anuncioProprio) {
-      // A batch's row is silent (its summary speaks) but for the person's own press on it.
+    if (ownAction) followedRounds.set(key, round);
+    if (!text && row.dataset.anuncioProprio && followedRounds.get(key) === round) {
       text = (sendingPaused() && row.dataset.anuncioProprioPausado) || row.dataset.anuncioProprio;
       region = row.dataset.anuncioProprioEm;
     }
     if (!text) return;
-    var key = row.dataset.convite;
-    var event = Number(row.dataset.evento || 0);
-    var round = Number(row.dataset.rodada || 0);
     if (alreadySaid(spokenHere.get(key), event, text, round)) return;
     var mark = { evento: event, texto: text, rodada: round, at: Date.now() };
     spokenHere.set(key, mark);
