@@ -29,6 +29,7 @@ from app.clock import duration
 from app.config import ConfigError, Settings, load_settings
 from app.invites.occasion import occasion_of, occasion_words, when_and_where
 from app.invites.status import CANCELLABLE, LABELS, PAUSED_LABEL, RESCHEDULABLE, RESENDABLE
+from app.invites.validation import shown_email
 from app.live.feed import LiveFeed
 from app.live.hub import Hub
 from app.live.wakeups import Announcer
@@ -96,6 +97,7 @@ COMPILED_TEMPLATES = CompiledOnce()
 def build_templates(static: StaticAssets) -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(ROOT / "templates"))
     templates.env.bytecode_cache = COMPILED_TEMPLATES
+    templates.env.filters["shown_email"] = shown_email
     templates.env.globals.update(
         describe=describe,
         describe_paused=describe_paused,

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.invites.validation import shown_email
 from app.storage.database import Database
 from tests.fixtures import drain
 from tests.helpers import JSON, api_headers, invite_count, page_token, post_invite
@@ -154,6 +155,36 @@ async def test_the_address_is_normalised_idna_and_lower_case_domain(
     assert created["email"] == "Ana@exemplo.com.br"
     created = await post_invite(client, "ana@açaí.com.br")
     assert created["email"] == "ana@xn--aa-4iaz.com.br"
+
+
+async def test_an_idna_domain_reads_in_its_own_letters_and_stays_idna_for_programs(
+    client: httpx.AsyncClient,
+) -> None:
+    """People read the address as they typed it; the API's ``email`` is what SMTP takes."""
+    created = await post_invite(client, "ana@açaí.com.br")
+    assert created["mensagem"] == "Recebemos, enviando… (convite para ana@açaí.com.br)"
+    assert created["email"] == "ana@xn--aa-4iaz.com.br"
+    for url in ("/", f"/convites/{created['id']}"):
+        page = (await client.get(url)).text
+        assert "ana@açaí.com.br" in page, url
+        assert "xn--" not in page, url
+    repeated = await client.post(
+        "/convites", json={"email": "ana@açaí.com.br"}, headers=await api_headers(client)
+    )
+    assert repeated.status_code == 409
+    assert repeated.json()["erro"].startswith("Você já convidou ana@açaí.com.br e")
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        ("ana@exemplo.com", "ana@exemplo.com"),
+        ("ana@xn--aa-4iaz.com.br", "ana@açaí.com.br"),
+        ("ana@xn--zz.com", "ana@xn--zz.com"),  # not a valid IDNA label: shown as stored
+    ],
+)
+def test_shown_email_reads_idna_back_or_keeps_what_it_cannot(stored: str, shown: str) -> None:
+    assert shown_email(stored) == shown
 
 
 async def test_a_huge_page_cursor_is_ignored_not_a_500(client: httpx.AsyncClient) -> None:

@@ -73,6 +73,17 @@ def check_email(
     return f"{checked.local_part}@{checked.ascii_domain.lower()}", None
 
 
+def shown_email(email: str) -> str:
+    """The address as its owner reads it: a domain stored in IDNA (``xn--…``, what every SMTP
+    server takes) in its own letters. An address that does not read back is shown as stored."""
+    if "xn--" not in email:
+        return email
+    try:
+        return validate_email(email, check_deliverability=False, allow_smtputf8=False).normalized
+    except EmailNotValidError:
+        return email
+
+
 def check_name(raw: object) -> tuple[str | None, str | None]:
     if raw is None:
         return None, None

@@ -25,6 +25,7 @@ from app.invites.validation import (
     check_send_at,
     check_send_before_occasion,
     parse_invite,
+    shown_email,
 )
 from app.logs import correlation_id
 from app.web.common import (
@@ -126,7 +127,7 @@ def already_invited(request: Request, existing: Invite) -> Response:
     invite, a resend and a correction to that address all answer it."""
     location = f"/convites/{existing.public_id}"
     message = (
-        f"Você já convidou {existing.email} e o convite está {existing.status.value}. "
+        f"Você já convidou {shown_email(existing.email)} e o convite está {existing.status.value}. "
         "Acompanhe o convite existente em vez de enviar outro."
     )
     if wants_json(request):

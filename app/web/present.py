@@ -12,6 +12,7 @@ from app.bounces.reasons import in_plain_words
 from app.clock import DISPLAY_TZ, local_hour, local_moment
 from app.invites.records import SIGNIN_MAIL, Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
+from app.invites.validation import shown_email
 
 
 def local_time(moment: datetime | None) -> str:
@@ -66,29 +67,29 @@ def _reason(invite: Invite) -> str:
 
 def _person(invite: Invite) -> str:
     """Who answered: their name when the sender gave one, else the address."""
-    return invite.name or invite.email
+    return invite.name or shown_email(invite.email)
 
 
 #: What a row says in each state that needs no more than the row: (message, detail).
 _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.AGENDADO: lambda i: (
-        f"Agendado para {local_moment(i.send_at)} (convite para {i.email}).",
+        f"Agendado para {local_moment(i.send_at)} (convite para {shown_email(i.email)}).",
         "Sai nessa hora. Até lá, dá para mudar o horário ou cancelar.",
     ),
     Status.ENVIADO: lambda i: (
-        f"Convite para {i.email} enviado.",
+        f"Convite para {shown_email(i.email)} enviado.",
         f"Enviado às {local_time(i.sent_at)}.",
     ),
     Status.FALHOU: lambda i: (
-        f"Não foi possível enviar o convite para {i.email}.",
+        f"Não foi possível enviar o convite para {shown_email(i.email)}.",
         f"{_reason(i)} Confira o endereço e use Tentar de novo.",
     ),
     Status.INCERTO: lambda i: (
-        f"Não conseguimos confirmar o envio do convite para {i.email}.",
+        f"Não conseguimos confirmar o envio do convite para {shown_email(i.email)}.",
         "Ele pode ter saído. Se reenviar, a pessoa pode receber duas vezes.",
     ),
     Status.DEVOLVIDO: lambda i: (
-        f"O convite para {i.email} voltou: não foi entregue.",
+        f"O convite para {shown_email(i.email)} voltou: não foi entregue.",
         # The code and the reporting host stay in the history (and on /operacao).
         f"{in_plain_words(_reason(i))} Corrija o endereço e reenvie.",
     ),
@@ -99,7 +100,7 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.RECUSADO: lambda i: (
         # The invitee opted out or complained (app.consent.suppression): what they did then,
         # which stays true after a way back or an operator's lift.
-        (f"{i.email}: {i.error}", f"Em {local_time(i.updated_at)}.")
+        (f"{shown_email(i.email)}: {i.error}", f"Em {local_time(i.updated_at)}.")
         if i.error
         else (
             f"{_person(i)} recusou o convite.",
@@ -108,14 +109,14 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         )
     ),
     Status.EXPIRADO: lambda i: (
-        f"O convite para {i.email} expirou sem resposta.",
+        f"O convite para {shown_email(i.email)} expirou sem resposta.",
         "O link não funciona mais. Reenvie se ainda quiser convidar.",
     ),
     Status.CANCELADO: lambda i: (
-        (f"O convite para {i.email} não foi enviado.", i.error)
+        (f"O convite para {shown_email(i.email)} não foi enviado.", i.error)
         if i.error  # the worker met an address on the suppression list
         else (
-            f"Convite para {i.email} cancelado.",
+            f"Convite para {shown_email(i.email)} cancelado.",
             "O link do convite não funciona mais. Reenvie se mudar de ideia.",
         )
     ),
@@ -124,15 +125,15 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
 #: The same for a sign-in mail: the same honesty as an invite's.
 _SAID_SIGNIN: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.ENVIADO: lambda i: (
-        f"Link de acesso enviado para {i.email}. Confira sua caixa de entrada.",
+        f"Link de acesso enviado para {shown_email(i.email)}. Confira sua caixa de entrada.",
         f"Enviado às {local_time(i.sent_at)}. O link vale por pouco tempo e só uma vez.",
     ),
     Status.FALHOU: lambda i: (
-        f"Não foi possível enviar o link de acesso para {i.email}.",
+        f"Não foi possível enviar o link de acesso para {shown_email(i.email)}.",
         f"{_reason(i)} Confira o endereço e peça outro link.",
     ),
     Status.INCERTO: lambda i: (
-        f"Não conseguimos confirmar o envio do link para {i.email}.",
+        f"Não conseguimos confirmar o envio do link para {shown_email(i.email)}.",
         "Ele pode ter saído. Confira sua caixa de entrada ou peça outro link.",
     ),
 }
@@ -156,7 +157,7 @@ def _with_reminder(invite: Invite, said: tuple[str, str]) -> tuple[str, str]:
 
 def describe(invite: Invite, now: datetime, slow_after_seconds: float) -> StatusText:
     """The truth about ``invite`` in pt-BR. Only an ``enviado`` row ever reads as sent."""
-    who = invite.email
+    who = shown_email(invite.email)
     label = LABELS[invite.status]
     if invite.status == Status.ENVIADO:
         return StatusText(label, *_with_reminder(invite, _SAID[invite.status](invite)))
@@ -201,12 +202,12 @@ def describe_paused(invite: Invite) -> StatusText | None:
     if invite.kind == SIGNIN_MAIL:
         return StatusText(
             PAUSED_LABEL,
-            f"Recebemos o pedido do link para {invite.email}. O envio está pausado; "
+            f"Recebemos o pedido do link para {shown_email(invite.email)}. O envio está pausado; "
             "o link sai assim que o envio voltar.",
         )
     return StatusText(
         PAUSED_LABEL,
-        f"Recebemos o convite para {invite.email}. O envio está pausado; "
+        f"Recebemos o convite para {shown_email(invite.email)}. O envio está pausado; "
         "ele sai assim que o envio voltar.",
     )
 
@@ -217,8 +218,8 @@ def describe_signin(invite: Invite) -> StatusText:
     if invite.status in _SAID_SIGNIN:
         return StatusText(label, *_SAID_SIGNIN[invite.status](invite))
     if invite.status == Status.ENVIANDO:
-        return StatusText(label, f"Enviando o link de acesso para {invite.email}…")
-    return StatusText(label, f"Recebemos, enviando o link… (para {invite.email})")
+        return StatusText(label, f"Enviando o link de acesso para {shown_email(invite.email)}…")
+    return StatusText(label, f"Recebemos, enviando o link… (para {shown_email(invite.email)})")
 
 
 # Shown on every live page (invites, batches, the sign-in link's): what waits is whatever the
