@@ -221,7 +221,7 @@ async def rows_naming(db: Database, address: str) -> dict[str, int]:
         "idempotency_keys": (idempotency_keys, [idempotency_keys.c.body]),
         "webhook_deliveries": (
             webhook_deliveries,
-            [webhook_deliveries.c.body, webhook_deliveries.c.snippet],
+            [webhook_deliveries.c.email, webhook_deliveries.c.body, webhook_deliveries.c.snippet],
         ),
     }
     found = {}

@@ -27,7 +27,7 @@ from app.webhooks.post import Outcome
 from app.webhooks.store import resend
 from tests.api_keys import bearer, new_key
 from tests.fixtures import ROOT, SENDER, MovableClock, app_client, drain
-from tests.helpers import JSON, page_token
+from tests.helpers import JSON, app_command, page_token
 from tests.services import ScriptedSmtp
 from tests.test_bounce_corrections import bounced
 from tests.webhook_receiver import STALL, Receiver, webhook_receiver
@@ -204,6 +204,23 @@ async def test_a_corrected_invites_new_round_says_its_mail_has_not_left_until_it
     # The new address was never sent to until its own mail left, as the row itself says.
     assert said["convite.pendente", corrected_at] is None
     assert said["convite.enviado", again_sent] not in (None, said["convite.enviado", first_sent])
+    # Built after the correction, each delivery still names the address its event was about.
+    addressed = {
+        len(d.body["data"]["historico"]): d.body["data"]["email"] for d in receiver.received
+    }
+    assert {n: a for n, a in addressed.items() if n <= bounced_at} == dict.fromkeys(
+        [1, 2, 3, 4], "ana@exemplo.con"
+    )
+    assert {a for n, a in addressed.items() if n > bounced_at} == {"ana@exemplo.com"}
+
+    # Erasing the old address reaches the deliveries that kept it, and only an equal address.
+    erased = await app_command(settings, "esquecer", "ana@exemplo.con")
+    assert erased.returncode == 0, erased.stderr
+    assert "  entregas de webhook de antes de uma correção (endereço substituído): 4" in (
+        erased.stdout.splitlines()
+    )
+    kept = {row.email for row in await deliveries(db)}
+    assert kept == {"[endereço apagado]", "ana@exemplo.com"}
 
 
 async def test_a_failed_delivery_is_retried_with_the_same_id_and_body_after_the_backoff(

@@ -169,6 +169,14 @@ def _in_texts(conn: Connection, address: str) -> Counter[str]:
         (webhook_deliveries, webhook_deliveries.c.snippet),  # a receiver's reply echoing it
     ):
         removed[f"{table.name}.{column.name}"] += _replace_in(conn, table, column, address)
+    # A delivery keeps the address its event was about, which a correction since may have
+    # changed on the invite: that column holds one address, so only an equal one is replaced.
+    before_correction = (
+        update(webhook_deliveries)
+        .where(func.lower(webhook_deliveries.c.email) == address)
+        .values(email=ERASED)
+    )
+    removed["webhook_deliveries.email"] += conn.execute(before_correction).rowcount
     return removed
 
 

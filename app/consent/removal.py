@@ -47,6 +47,9 @@ LABELS = {
     "idempotency_keys": "respostas guardadas da API (Idempotency-Key)",
     "webhooks": "webhooks",
     "webhook_deliveries": "entregas de webhook",
+    "webhook_deliveries.email": (
+        "entregas de webhook de antes de uma correção (endereço substituído)"
+    ),
     "webhook_deliveries.body": "entregas de webhook de outras contas (endereço substituído)",
     "webhook_deliveries.snippet": (
         "respostas de receptores de webhook de outras contas (endereço substituído)"

@@ -388,6 +388,9 @@ webhook_deliveries = Table(
     Column("event_id", Id, ForeignKey("invite_events.id"), nullable=False),
     Column("invite_id", Id, ForeignKey("invites.id"), nullable=False),
     Column("event_type", String(40), nullable=False),
+    # The invite's address when its event was written: a correction later changes the row's,
+    # not the one this event was about (NULL in rows written before it: the row's is used).
+    Column("email", String(254)),
     Column("state", String(16), nullable=False),
     Column("attempts", Integer, nullable=False),
     Column("available_at", UTCDateTime, nullable=False),

@@ -67,6 +67,7 @@ class Claimed:
     event_id: int
     invite_id: int
     event_type: str
+    email: str | None  # the address its event was about (None: a row from before it was kept)
     attempts: int
     body: str | None
     url: str
@@ -174,6 +175,7 @@ async def claim(db: Database, public_id: str, seconds: float) -> Claimed | None:
         event_id=row.event_id,
         invite_id=row.invite_id,
         event_type=row.event_type,
+        email=row.email,
         attempts=row.attempts,
         body=row.body,
         url=hook.url,
@@ -185,7 +187,8 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
     """The body ``{"type", "timestamp", "data"}``: ``data`` is the invite as
     ``GET /api/v1/convites/{id}`` gives it, as it stood at this event: what the history holds
     (its status, attempt and error, when the mail left, its reminder, the history up to it and
-    the bounces received by then) is taken from it; the rest (address, name, occasion) is the
+    the bounces received by then) is taken from it, and the address from the delivery (kept
+    with the event: a correction since must not rename it); the rest (name, occasion) is the
     row's now."""
     async with db.read() as conn:
         row = (await conn.execute(select(invites).where(invites.c.id == claimed.invite_id))).one()
@@ -203,6 +206,7 @@ async def payload(db: Database, claimed: Claimed, slow_after_seconds: float) -> 
     reminded = [e for e in history if e.reminder is not None and e.id > round_began]
     invite = dataclasses.replace(
         record_from(Invite, row),
+        email=claimed.email or row.email,
         status=event.status,
         attempt=event.attempt,
         error=event.error,

@@ -117,6 +117,7 @@ def record_deliveries(conn: Connection, won: list[Invite], event_ids: list[int])
             "event_id": event_id,
             "invite_id": invite.id,
             "event_type": f"convite.{invite.status.value}",
+            "email": invite.email,
             "state": "pendente",
             "attempts": 0,
             "available_at": now,
