@@ -15,6 +15,7 @@ from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.consent import suppression
+from app.consent.erasure import ERASED
 from app.invites.status import Status
 from app.storage.database import Database
 from app.storage.tables import bounces, sessions, webhook_deliveries
@@ -145,7 +146,7 @@ async def test_esquecer_erases_an_address_everywhere_and_says_what_it_removed(
     assert bia.name == "Bia (amiga de [endereço apagado])"
     assert (bia.occasion_title, bia.occasion_place) == (
         "Aniversário de [endereço apagado]",
-        "casa de [endereço apagado]",  # found in another letter case: the text lower-cased
+        "Casa de [endereço apagado]",  # found in another letter case; the rest as written
     )
     async with db.read() as conn:
         assert (await conn.execute(select(func.count()).select_from(sessions))).scalar() >= 1
@@ -177,6 +178,35 @@ async def test_an_opt_out_is_kept_as_its_hash_alone(settings: Settings, db: Data
     assert await suppression.reason_for(db, ANA) == suppression.Reason.OPTED_OUT
     if BACKEND == "sqlite":
         assert all(ANA.encode() not in f.read_bytes() for f in database_files(settings))
+
+
+async def test_an_address_inside_another_is_left_alone(
+    client: httpx.AsyncClient, settings: Settings, db: Database, bounce_port: int
+) -> None:
+    """Erasing ana@exemplo.com touches neither diana@exemplo.com nor ana@exemplo.com.br: not
+    their invites, not their bounces, not where a text names them; where a text names ana
+    herself (a full stop after the address still ends it), only her address is replaced."""
+    others = ("diana@exemplo.com", "ana@exemplo.com.br")
+    made = [
+        await post_invite(client, email, f"Amiga de {ANA.upper()}. E {email}") for email in others
+    ]
+    await drain(settings)
+    diana = await invite_row(db, made[0]["id"])
+    raw = bounce_sample("gmail.eml", diana, settings)
+    await send_bounce(bounce_port, raw, verp_address(settings, diana.public_id))
+    assert await bounce_count(db) == 1
+
+    done = await forget(settings, ANA)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"Apagado tudo o que havia de {ANA}:",
+        "  nomes em outros convites (endereço substituído): 2",
+    ]
+    for created, email in zip(made, others, strict=True):
+        row = await invite_row(db, created["id"])
+        assert (row.email, row.name) == (email, f"Amiga de {ERASED}. E {email}")
+    assert await bounce_count(db) == 1
 
 
 async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings) -> None:

@@ -13,7 +13,8 @@
 - the address in the texts of other invites (a name, a reason quoting it, a Mensagem or an
   occasion naming it), in other API clients' kept answers and in other accounts' webhook
   deliveries (the frozen payload, and the receiver's reply, which may echo it), replaced by
-  ``[endereço apagado]``;
+  ``[endereço apagado]``. A text names the address only where it stands alone: erasing
+  ana@exemplo.com leaves diana@exemplo.com and ana@exemplo.com.br (and their bounces) alone;
 - its entry on the suppression list, except an opt-out, which stays as the address's hash
   alone (``forget_suppression``).
 
@@ -32,10 +33,11 @@ for at most a day, and the mail server's and the logs' own retention apply.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import Connection, Text, cast, delete, func, or_, select, update
+from sqlalchemy import Connection, LargeBinary, Text, cast, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.consent import suppression
@@ -113,50 +115,64 @@ def _as_account(conn: Connection, address: str) -> Counter[str]:
     return removed
 
 
-def _raw_text(conn: Connection, column: Any) -> Any:
-    """A bounce's raw bytes, lower-cased, as text this database can search (an address is
-    ASCII; other bytes stay, or are escaped on PostgreSQL, and match nothing)."""
+def _searchable(conn: Connection, column: Any) -> Any:
+    """``column`` lower-cased as text this database can search; a bounce's raw bytes too (an
+    address is ASCII; other bytes stay, or are escaped on PostgreSQL, and match nothing)."""
+    if not isinstance(column.type, LargeBinary):
+        return func.lower(column)
     if conn.dialect.name == "sqlite":
         return func.lower(cast(column, Text))
     return func.lower(func.encode(column, "escape"))
 
 
+def _standing_alone(address: str) -> re.Pattern[str]:
+    """``address`` as a whole address in a text, in any letter case: not the tail of another
+    (erasing ana@exemplo.com leaves diana@exemplo.com alone) nor the head of a longer domain
+    (nor ana@exemplo.com.br); a sentence's full stop after it still ends it."""
+    before = r"(?<![\w.!#$%&'*+/=?^`{|}~-])"
+    after = r"(?![\w-]|\.[\w-])"
+    return re.compile(before + re.escape(address) + after, re.IGNORECASE)
+
+
+def _naming(conn: Connection, table: Any, columns: list[Any], address: str) -> list[Any]:
+    """The rows of ``table`` in which one of ``columns`` names ``address`` standing alone: the
+    database finds every text that contains it, and the pattern keeps those that name it."""
+    alone = _standing_alone(address)
+    found = conn.execute(
+        select(table.c.id, *columns).where(
+            or_(*(_searchable(conn, c).contains(address, autoescape=True) for c in columns))
+        )
+    ).all()
+    return [row for row in found if any(alone.search(_text(value)) for value in row[1:])]
+
+
+def _text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value or ""
+
+
 def _replace_in(conn: Connection, table: Any, column: Any, address: str) -> int:
-    """``address`` replaced by ``ERASED`` in ``column``; rows that named it."""
-    mentions = func.lower(column).contains(address, autoescape=True)
+    """``address`` replaced by ``ERASED`` in ``column`` wherever it stands alone; rows changed.
+    The rest of each text stays as written."""
+    alone = _standing_alone(address)
     length = getattr(column.type, "length", None)
-    named = 0
-    # As written first; a spelling in other letter case, with the whole text lower-cased. The
-    # first pass finds every row that names the address (the second, some of them again).
-    for text in (column, func.lower(column)):
-        replaced = func.replace(text, address, ERASED)
-        if length is not None:
-            # The placeholder can be longer than a short address, and PostgreSQL refuses a
-            # value over the column's length: the text is cut rather than kept.
-            replaced = func.substr(replaced, 1, length)
-        changed = conn.execute(update(table).where(mentions).values({column.name: replaced}))
-        named = named or changed.rowcount
-    return named
+    rows = _naming(conn, table, [column], address)
+    for row in rows:
+        # The placeholder can be longer than a short address, and PostgreSQL refuses a value
+        # over the column's length: the text is cut rather than kept.
+        replaced = alone.sub(ERASED, row[1])[:length]
+        conn.execute(update(table).where(table.c.id == row.id).values({column.name: replaced}))
+    return len(rows)
 
 
 def _in_texts(conn: Connection, address: str) -> Counter[str]:
     removed: Counter[str] = Counter()
-    mentioned = conn.execute(
-        delete(bounces).where(
-            or_(
-                *(
-                    text.contains(address, autoescape=True)
-                    for text in (
-                        _raw_text(conn, bounces.c.raw),
-                        func.lower(bounces.c.diagnostic),
-                        func.lower(bounces.c.reason),
-                        func.lower(bounces.c.problem),
-                    )
-                )
-            )
-        )
-    )
-    removed["bounces"] += mentioned.rowcount
+    reports = [bounces.c.raw, bounces.c.diagnostic, bounces.c.reason, bounces.c.problem]
+    mentioned = [row.id for row in _naming(conn, bounces, reports, address)]
+    if mentioned:
+        gone = conn.execute(delete(bounces).where(bounces.c.id.in_(mentioned)))
+        removed["bounces"] += gone.rowcount
     for table, column in (
         (invites, invites.c.name),  # an invitee's name typed as their address
         (invites, invites.c.error),
