@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
+from app.invites.validation import check_email
 from e2e.conftest import Stack
 from e2e.spoken import assertive, polite, spoken
 from e2e.test_live_pages import (
@@ -94,7 +95,10 @@ def test_without_javascript_the_bounce_shows_on_reload_and_the_correction_posts(
 ) -> None:
     page = new_context(java_script_enabled=False).new_page()
     page.goto("/")
-    wrong, right = "lia@exemplo.con", "lia@exemplo.com"
+    # An international domain: stored and bounced in IDNA, shown and offered in its own letters.
+    wrong, right = "lia@açaí.con", "lia@exemplo.com"
+    stored, _ = check_email(wrong)
+    assert stored == "lia@xn--aa-4iaz.con"
     page.get_by_label("E-mail").fill(wrong)
     page.get_by_role("button", name="Enviar convite").click()
     page.wait_for_url("**/convites/*")
@@ -103,7 +107,7 @@ def test_without_javascript_the_bounce_shows_on_reload_and_the_correction_posts(
         if row(page, wrong).get_attribute("data-status") == "enviado":  # type: ignore[attr-defined]
             break
         page.get_by_role("link", name="Atualizar").click()
-    bounce(stack, receiver, public_id, wrong)
+    bounce(stack, receiver, public_id, stored)
 
     for _ in range(100):
         page.get_by_role("link", name="Atualizar").click()
@@ -111,6 +115,7 @@ def test_without_javascript_the_bounce_shows_on_reload_and_the_correction_posts(
             break
     expect(page.get_by_text("Devoluções recebidas")).to_be_visible()
     page.get_by_text("Corrigir e reenviar").click()
+    expect(page.get_by_label("E-mail corrigido")).to_have_value(wrong)
     page.get_by_label("E-mail corrigido").fill(right)
     page.get_by_role("button", name="Reenviar para o endereço corrigido").click()
 

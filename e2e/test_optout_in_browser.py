@@ -108,7 +108,12 @@ def test_the_opt_out_pages_read_in_order_record_only_on_confirming_and_offer_the
     # The invitation's own page says so too, and leads to the way back, not out again.
     invitee.goto(answer_link(smtp_server, email))
     heard = words(invitee)
-    assert heard[0] == "heading, Você recusou o convite de Marta Souza, level 1"
+    # Nobody pressed Recusar: the page says why the invitation ended, as its sender reads it.
+    assert heard[:2] == ["heading, O convite de Marta Souza foi encerrado, level 1", "Marta Souza"]
+    assert re.fullmatch(
+        r"\(pessoa\d+@exemplo\.com\) vê no convite o motivo: Pediu para não receber convites\.",
+        heard[2],
+    )
     assert heard[3:] == [
         "Ninguém consegue mais convidar",
         email,

@@ -80,7 +80,7 @@ async def test_an_address_already_invited_shows_its_state_and_a_link(
     page = await review_text(client, "ana@exemplo.com\nbia@exemplo.com\ncaio@exemplo.com")
 
     assert counts(page.text) == {"Prontos para enviar": 1, "Já convidados por você": 2}
-    assert "o convite está pendente" in page.text
+    assert "o convite está na fila para envio" in page.text
     assert f'href="/convites/{existing["id"]}"' in page.text
     assert f'href="/convites/{other["id"]}"' in page.text
 

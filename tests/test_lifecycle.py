@@ -162,7 +162,7 @@ async def test_resend_is_refused_with_409_while_another_invite_to_the_address_is
 
     assert as_json.status_code == 409
     assert as_json.json()["erro"] == (
-        "Você já convidou ana@exemplo.com e o convite está pendente. "
+        "Você já convidou ana@exemplo.com e o convite está na fila para envio. "
         "Acompanhe o convite existente em vez de enviar outro."
     )
     assert as_json.json()["convite"] == f"/convites/{second['id']}"

@@ -140,7 +140,7 @@ async def test_the_senders_row_says_what_the_invitee_did_and_stays_true_after_th
     smtp: ScriptedSmtp,
     db: Database,
 ) -> None:
-    public_id, _ = await invited(client, settings, smtp)
+    public_id, _ = await invited(client, settings, smtp, nome="Ana Lima")
     path = optout_path(settings.secret_key, public_id, INVITEE)
     await anonymous_client.post(path)
     done = await anonymous_client.get(path)
@@ -149,7 +149,8 @@ async def test_the_senders_row_says_what_the_invitee_did_and_stays_true_after_th
 
     assert await suppression.reason_for(db, "ana@exemplo.com.br") is None
     page = (await client.get("/")).text
-    assert "ana@exemplo.com.br: Pediu para não receber convites." in page
+    # Named as an answer names them ("Ana Lima recusou o convite.").
+    assert "Ana Lima: Pediu para não receber convites." in page
     assert "não recebe mais convites" not in page  # no longer true: it would lie
     assert f"/convites/{public_id}/reenviar" not in page  # re-inviting them is the form's call
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from app.batches.parse import Row
 from app.consent.suppression import REFUSALS, Reason, reasons_for
 from app.invites.records import INVITE, Invite, record_from
-from app.invites.status import ON_ITS_WAY, Status
+from app.invites.status import ON_ITS_WAY, WHERE_IT_IS, Status
 from app.invites.validation import check_email, check_name, same_address
 from app.storage.database import Database
 from app.storage.tables import invites
@@ -138,7 +138,7 @@ def _against_history(
     mailbox = same_address(item.email)
     if mailbox in on_the_way:
         invite = on_the_way[mailbox]
-        message = f"Você já convidou este endereço; o convite está {invite.status.value}."
+        message = f"Você já convidou este endereço; o convite está {WHERE_IT_IS[invite.status]}."
         return Reviewed(item.row, Verdict.ALREADY_INVITED, message, item.email, item.name, invite)
     if mailbox in bounced:
         message = "Um convite seu para este endereço voltou (devolvido). Confira o endereço."

@@ -85,6 +85,16 @@ class FailureClass(StrEnum):
 #: An invite in one of these states makes a second one to the same address a duplicate (409).
 ON_ITS_WAY = (Status.AGENDADO, Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
 
+#: Where such an invite is, to end "o convite está …" (a status word alone reads wrong there:
+#: "está enviando", "está pendente").
+WHERE_IT_IS = {
+    Status.AGENDADO: "agendado",
+    Status.PENDENTE: "na fila para envio",
+    Status.ENVIANDO: "sendo enviado agora",
+    Status.ENVIADO: "enviado",
+    Status.ACEITO: "aceito",
+}
+
 #: The summary line above "Meus convites": scheduled, on their way out (badge "Enviando", or
 #: "Pausado" for a ``pendente`` one while sending is paused), waiting for an answer, and needing
 #: the sender.

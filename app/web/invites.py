@@ -18,7 +18,7 @@ from app.clock import utcnow
 from app.consent.suppression import refusal_for
 from app.invites import queries, transitions
 from app.invites.records import Account, Change, Duplicate, Invite, Occasion
-from app.invites.status import RESENDABLE, Status
+from app.invites.status import RESENDABLE, WHERE_IT_IS, Status
 from app.invites.validation import (
     InvalidInvite,
     check_occasion,
@@ -127,7 +127,8 @@ def already_invited(request: Request, existing: Invite) -> Response:
     invite, a resend and a correction to that address all answer it."""
     location = f"/convites/{existing.public_id}"
     message = (
-        f"Você já convidou {shown_email(existing.email)} e o convite está {existing.status.value}. "
+        f"Você já convidou {shown_email(existing.email)} e o convite está "
+        f"{WHERE_IT_IS[existing.status]}. "
         "Acompanhe o convite existente em vez de enviar outro."
     )
     if wants_json(request):

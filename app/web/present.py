@@ -100,7 +100,7 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
     Status.RECUSADO: lambda i: (
         # The invitee opted out or complained (app.consent.suppression): what they did then,
         # which stays true after a way back or an operator's lift.
-        (f"{shown_email(i.email)}: {i.error}", f"Em {local_time(i.updated_at)}.")
+        (f"{_person(i)}: {i.error}", f"Em {local_time(i.updated_at)}.")
         if i.error
         else (
             f"{_person(i)} recusou o convite.",
