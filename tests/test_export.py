@@ -73,6 +73,14 @@ async def test_my_invites_cell_by_cell_with_formulas_neutralised(
     assert re.fullmatch(r"\d\d/\d\d/\d{4} \d\d:\d\d", bia[3])
 
 
+async def test_an_international_address_reads_in_its_own_letters(
+    client: httpx.AsyncClient,
+) -> None:
+    await post_invite(client, "ana@açaí.com.br", "Ana")
+    rows = sheet(await client.get("/convites.csv"))
+    assert [row[:2] for row in rows[1:]] == [["ana@açaí.com.br", "Ana"]]
+
+
 async def test_the_list_filter_applies_to_the_file(
     client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp
 ) -> None:

@@ -175,6 +175,19 @@ async def test_an_idna_domain_reads_in_its_own_letters_and_stays_idna_for_progra
     assert repeated.json()["erro"].startswith("Você já convidou ana@açaí.com.br e")
 
 
+async def test_an_accent_before_the_at_sign_is_told_apart_from_a_malformed_address(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    response = await client.post(
+        "/convites", json={"email": "Lúcia@Açaí.com.br"}, headers=await api_headers(client)
+    )
+    assert response.status_code == 422
+    assert response.json()["campos"]["email"].startswith(
+        "O Convites não envia para endereços com acento ou outras letras especiais antes do @"
+    )
+    assert await invite_count(db) == 0
+
+
 @pytest.mark.parametrize(
     ("stored", "shown"),
     [

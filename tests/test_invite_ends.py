@@ -138,6 +138,10 @@ async def test_a_pendente_invite_cancelled_is_never_sent(
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelado"
     assert not any("ana@exemplo.com.br" in mail.rcpt_tos for mail in smtp.received)
     assert await statuses(db, created["id"]) == [("pendente", 1), ("cancelado", 1)]
+    # No link went out: the row does not speak of one.
+    page = (await client.get(f"/convites/{created['id']}")).text
+    assert "Nenhum e-mail saiu. Reenvie se mudar de ideia." in page
+    assert "O link do convite não funciona mais" not in page
 
 
 async def test_a_sent_invite_cancelled_has_a_410_link_and_the_form_needs_a_confirmation(
@@ -162,6 +166,9 @@ async def test_a_sent_invite_cancelled_has_a_410_link_and_the_form_needs_a_confi
     assert link.status_code == 410 and "Este convite foi cancelado" in link.text
     assert (await client.get(f"/convites/{public_id}", headers=JSON)).json()["mensagem"] == (
         "Convite para ana@exemplo.com.br cancelado."
+    )
+    assert (
+        "O link do convite não funciona mais." in (await client.get(f"/convites/{public_id}")).text
     )
 
 

@@ -1,9 +1,9 @@
 """A sender's invites as a spreadsheet: CSV the way Brazilian spreadsheets open it.
 
 UTF-8 with a BOM (without it Excel reads the file as Windows-1252 and mangles "ã"), ``;``
-between cells (``,`` is the decimal mark in pt-BR), one row per invite: address, name, the
-word its row's badge shows (``app.invites.status.LABELS``), the last change in the display
-time zone (``app.web.present.local_minute``), and the reason.
+between cells (``,`` is the decimal mark in pt-BR), one row per invite: address (as the pages
+show it), name, the word its row's badge shows (``app.invites.status.LABELS``), the last change
+in the display time zone (``app.web.present.local_minute``), and the reason.
 
 A cell is whatever a person typed (a name, an address) or a mail server answered (a reason):
 one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return would be run as a
@@ -24,6 +24,7 @@ from sqlalchemy import ColumnElement, select
 
 from app.invites.records import INVITE, Invite, record_from
 from app.invites.status import LABELS, Status
+from app.invites.validation import shown_email
 from app.storage.database import Database
 from app.storage.tables import invites
 from app.web.present import local_minute
@@ -43,7 +44,7 @@ def neutralise(cell: str) -> str:
 
 def row_of(invite: Invite) -> tuple[str, ...]:
     cells = (
-        invite.email,
+        shown_email(invite.email),  # as the pages show it (the domain in its own letters)
         invite.name or "",
         LABELS[invite.status],  # the word on the row's badge
         local_minute(invite.updated_at),

@@ -61,6 +61,12 @@ def check_email(
         return None, f"O e-mail pode ter no máximo {MAX_EMAIL_LENGTH} caracteres."
     if _has_control_chars(email):
         return None, "O e-mail não pode ter quebras de linha nem caracteres de controle."
+    if not email.rpartition("@")[0].isascii():
+        # Such a mailbox needs SMTPUTF8 all the way, which we never ask a server for.
+        return None, (
+            "O Convites não envia para endereços com acento ou outras letras especiais antes "
+            "do @ (ex.: lucia@exemplo.com, não lúcia@exemplo.com)."
+        )
     try:
         # Syntax only: no DNS at request time (a slow resolver must not slow the answer).
         checked = validate_email(email, check_deliverability=False, allow_smtputf8=False)

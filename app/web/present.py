@@ -117,7 +117,10 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         if i.error  # the worker met an address on the suppression list
         else (
             f"Convite para {shown_email(i.email)} cancelado.",
-            "O link do convite não funciona mais. Reenvie se mudar de ideia.",
+            # Cancelled before any mail was known to leave (agendado, paused, after a failure,
+            # incerto): no link may be out, or one may.
+            ("O link do convite não funciona mais." if i.sent_at else "Nenhum e-mail saiu.")
+            + " Reenvie se mudar de ideia.",
         )
     ),
 }
