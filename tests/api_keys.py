@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 
 from tests.helpers import api_headers
 
+_numbers = itertools.count(1)
 
-async def new_key(browser: httpx.AsyncClient, name: str = "Sistema de RH") -> str:
+
+async def new_key(browser: httpx.AsyncClient, name: str | None = None) -> str:
     """A new API key of ``browser``'s account (a signed-in client), as ``POST /conta/chaves``
-    gives it once."""
+    gives it once; named anew each time (an account's live keys have distinct names)."""
+    name = name or f"Sistema {next(_numbers)}"
     made = await browser.post(
         "/conta/chaves", json={"nome": name}, headers=await api_headers(browser)
     )

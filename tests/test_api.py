@@ -22,6 +22,7 @@ from app.config import Settings
 from app.storage.database import Database
 from app.storage.tables import api_keys, idempotency_keys
 from app.web import api
+from app.web import api_keys as keys_page
 from app.web.common import API_PREFIX
 from app.web.routes import routes
 from app.web.static import StaticAssets
@@ -84,6 +85,12 @@ async def test_the_key_form_shows_the_new_key_once_and_checks_its_name(
     assert 'id="chave">cvk_' in made.text
     again = await client.get("/conta/chaves")
     assert "Eventos" in again.text and "cvk_" not in again.text
+    # The same form sent again (a reload): refused at the name, no second key made.
+    twice = await client.post("/conta/chaves", data={"csrf_token": token, "nome": "Eventos"})
+    assert twice.status_code == 422 and keys_page.SAME_NAME in twice.text
+    assert "cvk_" not in twice.text
+    listed = (await client.get("/conta/chaves", headers=JSON)).json()["chaves"]
+    assert [key["nome"] for key in listed] == ["Eventos"]
 
 
 async def test_keys_are_made_and_revoked_only_with_the_csrf_token_and_only_ones_own(

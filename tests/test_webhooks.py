@@ -529,6 +529,27 @@ async def test_a_hung_dns_at_registration_is_a_clear_422_in_time(
     assert made.json()["campos"] == {"url": addresses.UNANSWERED}
 
 
+async def test_a_second_webhook_for_the_same_url_is_refused(client: httpx.AsyncClient) -> None:
+    """A form sent twice (a reload) must not make every change arrive twice."""
+    url = "http://127.0.0.1:9/convites"
+    form = await client.get("/conta/webhooks")
+    first = await client.post(
+        "/conta/webhooks", data={"csrf_token": page_token(form.text), "url": url}
+    )
+    assert first.status_code == 201
+    again = await client.post(
+        "/conta/webhooks", data={"csrf_token": page_token(form.text), "url": url}
+    )
+    assert again.status_code == 422 and webhook_pages.SAME_URL in again.text
+    assert "whsec_" not in again.text
+    key = await new_key(client)
+    through_api = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
+    assert through_api.status_code == 422
+    assert through_api.json()["campos"] == {"url": webhook_pages.SAME_URL}
+    listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
+    assert [hook["url"] for hook in listed] == [url]
+
+
 async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.AsyncClient) -> None:
     key = await new_key(client)
 
@@ -545,9 +566,11 @@ async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.A
         query = select(accounts.c.id).where(accounts.c.email == SENDER)
         account_id = (await conn.execute(query)).scalar_one()
     made = await asyncio.gather(
-        *(store.create(db, account_id, f"http://127.0.0.1:9/x{n}") for n in range(8))
+        *(store.create(db, account_id, f"http://127.0.0.1:9/x{n}") for n in range(8)),
+        return_exceptions=True,
     )
-    assert sum(answer is not None for answer in made) == 2
+    assert sum(not isinstance(answer, BaseException) for answer in made) == 2
+    assert all(isinstance(a, store.Full) for a in made if isinstance(a, BaseException))
     refused = await make("mais")
     assert refused.status_code == 422
     assert refused.json() == {"erro": webhook_pages.TOO_MANY}

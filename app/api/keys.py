@@ -47,10 +47,26 @@ class KeyUse:
     account: Account
 
 
+class SameName(Exception):
+    """The account has a live key of this name (a form sent twice, say): the list names keys."""
+
+
 async def create(db: Database, account_id: int, name: str) -> tuple[ApiKey, str]:
-    """A new key of the account; returns its row and the key (the only time it exists)."""
+    """A new key of the account; returns its row and the key (the only time it exists).
+    ``SameName`` when a live key of the account already has ``name``."""
     secret = PREFIX + secrets.token_urlsafe(32)
     async with db.write() as conn:
+        # Two creations at once must not both find the name free (see webhooks.store.create).
+        await conn.execute(
+            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
+        )
+        taken = select(api_keys.c.id).where(
+            api_keys.c.account_id == account_id,
+            api_keys.c.revoked_at.is_(None),
+            api_keys.c.name == name,
+        )
+        if (await conn.execute(taken)).first() is not None:
+            raise SameName
         row = (
             await conn.execute(
                 insert(api_keys)

@@ -20,6 +20,10 @@ from app.web.identity import signed_in
 NAME_REQUIRED = "Dê um nome à chave, por exemplo o do sistema que vai usá-la."
 REVOKED = "Chave revogada. Os programas que a usavam não conseguem mais entrar com ela."
 NOT_FOUND = "Esta chave não foi encontrada: talvez já tenha sido revogada."
+SAME_NAME = (
+    "Você já tem uma chave com este nome. Dê outro nome; a chave só aparece quando é criada, "
+    "e uma chave perdida se revoga aqui."
+)
 
 
 async def _page(
@@ -73,7 +77,13 @@ async def create(request: Request) -> Response:
         raw = data.get("nome")
         values = {"nome": raw if isinstance(raw, str) else ""}
         return await _page(request, errors=errors, values=values, status_code=422)
-    key, secret = await keys.create(db_of(request), request.state.account.id, name)
+    try:
+        key, secret = await keys.create(db_of(request), request.state.account.id, name)
+    except keys.SameName:
+        errors = {"nome": SAME_NAME}
+        if wants_json(request):
+            return JSONResponse({"erro": "Confira os campos.", "campos": errors}, status_code=422)
+        return await _page(request, errors=errors, values={"nome": name}, status_code=422)
     if wants_json(request):
         return JSONResponse({"id": key.public_id, "nome": key.name, "chave": secret}, 201)
     # The page itself carries the key: never a redirect, whose URL or history could keep it.

@@ -35,6 +35,10 @@ TOO_MANY = (
     f"Esta conta já tem {store.MAX_PER_ACCOUNT} webhooks, o máximo. Exclua um que não usa mais "
     "para cadastrar outro."
 )
+SAME_URL = (
+    "Esta conta já tem um webhook para este endereço: cada mudança chegaria duas vezes. "
+    "O segredo dele aparece só quando é criado; se o perdeu, exclua o webhook e cadastre de novo."
+)
 NOTICES = {"excluido": REMOVED, "reenviada": RESENT}
 
 
@@ -106,7 +110,7 @@ async def show(request: Request) -> Response:
 async def create(request: Request) -> Response:
     """POST /conta/webhooks (and POST /api/v1/webhooks): a new webhook; its secret, once (201).
     The URL is checked after DNS here, and again at every delivery; an account with
-    ``store.MAX_PER_ACCOUNT`` webhooks is refused (422)."""
+    ``store.MAX_PER_ACCOUNT`` webhooks, or one for that URL already, is refused (422)."""
     try:
         data = await read_body(request)
     except BadBody as exc:
@@ -127,12 +131,18 @@ async def create(request: Request) -> Response:
                 {"erro": "Confira os campos.", "campos": {"url": why}}, status_code=422
             )
         return await _page(request, error=why, url=given[:2000], status_code=422)
-    made = await store.create(db_of(request), request.state.account.id, target.url)
-    if made is None:
+    try:
+        hook, secret = await store.create(db_of(request), request.state.account.id, target.url)
+    except store.Full:
         if wants_json(request):
             return JSONResponse({"erro": TOO_MANY}, status_code=422)
         return await _page(request, error=TOO_MANY, url=given[:2000], status_code=422)
-    hook, secret = made
+    except store.SameUrl:
+        if wants_json(request):
+            return JSONResponse(
+                {"erro": "Confira os campos.", "campos": {"url": SAME_URL}}, status_code=422
+            )
+        return await _page(request, error=SAME_URL, url=given[:2000], status_code=422)
     if wants_json(request):
         return JSONResponse({"id": hook.public_id, "url": hook.url, "secret": secret}, 201)
     return await _page(request, created=(hook, secret), status_code=201)

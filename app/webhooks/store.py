@@ -65,9 +65,18 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
-async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str] | None:
+class Full(Exception):
+    """The account already has ``MAX_PER_ACCOUNT`` webhooks."""
+
+
+class SameUrl(Exception):
+    """The account already has a webhook for this URL (a form sent twice, say): every change
+    would reach it twice."""
+
+
+async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]:
     """A new webhook of the account; its row and its secret (the only time it is given).
-    ``None``: the account already has ``MAX_PER_ACCOUNT``."""
+    ``Full`` or ``SameUrl`` when it cannot have one more."""
     secret = new_secret()
     async with db.write() as conn:
         # Two creations at once must not both count nine: on PostgreSQL the account's row is
@@ -75,9 +84,12 @@ async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]
         await conn.execute(
             select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
         )
-        count = select(func.count()).where(webhooks.c.account_id == account_id)
-        if (await conn.execute(count)).scalar_one() >= MAX_PER_ACCOUNT:
-            return None
+        mine = select(webhooks.c.url).where(webhooks.c.account_id == account_id)
+        urls = set((await conn.execute(mine)).scalars())
+        if len(urls) >= MAX_PER_ACCOUNT:
+            raise Full
+        if url in urls:
+            raise SameUrl
         row = (
             await conn.execute(
                 insert(webhooks)
