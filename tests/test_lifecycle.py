@@ -168,6 +168,13 @@ async def test_resend_is_refused_with_409_while_another_invite_to_the_address_is
     assert as_json.json()["convite"] == f"/convites/{second['id']}"
     assert as_form.status_code == 409
     assert f'<a href="/convites/{second["id"]}">Ver o convite existente</a>' in as_form.text
+    # A new invite from the plain form: the form comes back as typed, the reason at E-mail.
+    typed = {"csrf_token": token, "email": "ana@exemplo.com", "nome": "Ana", "mensagem": "Até lá!"}
+    again = await client.post("/convites", data=typed)
+    assert again.status_code == 409
+    assert 'id="email-erro"' in again.text and "Você já convidou ana@exemplo.com" in again.text
+    assert f'<a href="/convites/{second["id"]}">Ver o convite existente</a>' in again.text
+    assert 'value="Ana"' in again.text and "Até lá!</textarea>" in again.text
     refused = await invite_row(db, first["id"])
     assert (refused.status, refused.attempt) == (Status.CANCELADO, 1)
     assert await statuses(db, first["id"]) == [("pendente", 1), ("cancelado", 1)]

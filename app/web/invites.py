@@ -122,15 +122,19 @@ async def refused_after_counting(request: Request, recipient: str) -> None:
     await ratelimit.give_back(request.state.redis, [limit])
 
 
-def already_invited(request: Request, existing: Invite) -> Response:
-    """409: this sender's invite to that address is still on its way (or arrived): a new
-    invite, a resend and a correction to that address all answer it."""
-    location = f"/convites/{existing.public_id}"
-    message = (
+def duplicate_message(existing: Invite) -> str:
+    return (
         f"Você já convidou {shown_email(existing.email)} e o convite está "
         f"{WHERE_IT_IS[existing.status]}. "
         "Acompanhe o convite existente em vez de enviar outro."
     )
+
+
+def already_invited(request: Request, existing: Invite) -> Response:
+    """409: this sender's invite to that address is still on its way (or arrived): a new
+    invite, a resend and a correction to that address all answer it."""
+    location = f"/convites/{existing.public_id}"
+    message = duplicate_message(existing)
     if wants_json(request):
         return JSONResponse(
             {"erro": message, "convite": location, "status": existing.status.value},
@@ -181,7 +185,16 @@ async def create(request: Request) -> Response:
     )
     if isinstance(change, Duplicate):
         await refused_after_counting(request, invite_request.email)
-        return already_invited(request, change.invite)
+        if wants_json(request) or is_htmx(request):
+            return already_invited(request, change.invite)
+        # Without JavaScript: the form again as typed, the reason and the invite at E-mail.
+        context = await _index_context(request)
+        context.update(
+            errors={"email": duplicate_message(change.invite)},
+            values=typed_values(data, *FORM_FIELDS),
+            existing=f"/convites/{change.invite.public_id}",
+        )
+        return render(request, "index.html", context, status_code=409)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
     return accepted(request, change, fresh_form=True)
