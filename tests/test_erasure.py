@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.consent import suppression
-from app.consent.erasure import ERASED
+from app.consent.erasure import ERASED, _standing_alone
 from app.invites.status import Status
 from app.storage.database import Database
-from app.storage.tables import bounces, sessions, webhook_deliveries
+from app.storage.tables import bounces, idempotency_keys, sessions, webhook_deliveries
 from tests.api_keys import bearer, new_key
 from tests.fixtures import BACKEND, app_client, drain
 from tests.helpers import (
@@ -207,6 +208,44 @@ async def test_an_address_inside_another_is_left_alone(
         row = await invite_row(db, created["id"])
         assert (row.email, row.name) == (email, f"Amiga de {ERASED}. E {email}")
     assert await bounce_count(db) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"mensagem_pessoal":"Oi!\\nana@exemplo.com"}', True),  # JSON's escaped line break
+        ("o e-mail 'ana@exemplo.com' voltou", True),
+        ("/c?email=ana@exemplo.com", True),
+        ("=?utf-8?Q?=3Cana@exemplo.com=3E?=", True),  # quoted-printable
+        ("Fale com ANA@Exemplo.com.", True),
+        ("<ana@exemplo.com>, bia@exemplo.com", True),
+        ("diana@exemplo.com", False),
+        ("x.ana@exemplo.com", False),
+        ("ana@exemplo.com.br", False),
+    ],
+)
+def test_an_address_is_named_where_it_stands_alone(text: str, named: bool) -> None:
+    assert bool(_standing_alone(ANA).search(text)) is named
+
+
+async def test_both_spellings_of_an_international_address_are_erased(
+    client: httpx.AsyncClient, other_client: Any, settings: Settings, db: Database
+) -> None:
+    """The API's kept answer holds the address as stored (``email``) and as people read it (in
+    ``mensagem``): neither is left."""
+    async with other_client() as other:
+        headers = bearer(await new_key(other), **{"Idempotency-Key": "pedido-idn"})
+        body = {"email": "ana@açaí.com.br"}
+        sent = await other.post("/api/v1/convites", json=body, headers=headers)
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["mensagem"].endswith("(convite para ana@açaí.com.br)")
+
+    done = await forget(settings, "ana@açaí.com.br")
+
+    assert done.returncode == 0, done.stderr
+    async with db.read() as conn:
+        [body] = (await conn.execute(select(idempotency_keys.c.body))).scalars()
+    assert "açaí" not in body and "xn--" not in body and ERASED in body
 
 
 async def test_an_address_nobody_kept_is_reported_as_nothing(settings: Settings) -> None:

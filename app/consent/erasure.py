@@ -42,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.consent import suppression
 from app.consent.removal import LABELS, delete_invites
-from app.invites.validation import check_email, same_address
+from app.invites.validation import check_email, same_address, shown_email
 from app.storage.database import Database
 from app.storage.tables import (
     accounts,
@@ -125,23 +125,42 @@ def _searchable(conn: Connection, column: Any) -> Any:
     return func.lower(func.encode(column, "escape"))
 
 
+def _spellings(address: str) -> list[str]:
+    """The address as stored (IDNA) and, for an international domain, as pages and the API's
+    sentences show it (``mensagem``): kept answers and webhook payloads may hold either."""
+    return list(dict.fromkeys([address, shown_email(address).lower()]))
+
+
 def _standing_alone(address: str) -> re.Pattern[str]:
-    """``address`` as a whole address in a text, in any letter case: not the tail of another
-    (erasing ana@exemplo.com leaves diana@exemplo.com alone) nor the head of a longer domain
-    (nor ana@exemplo.com.br); a sentence's full stop after it still ends it."""
-    before = r"(?<![\w.!#$%&'*+/=?^`{|}~-])"
+    """The address (either spelling) as a whole address in a text, in any letter case: not the
+    tail of another (erasing ana@exemplo.com leaves diana@exemplo.com alone) nor the head of a
+    longer domain (nor ana@exemplo.com.br); a full stop after it still ends it. Erasure errs
+    towards erasing: after an escape (JSON's ``\\n``, quoted-printable's ``=3C``, a URL's
+    ``%3C``) it counts as standing alone, and so after a quote, ``=`` or ``/``."""
+    before = r"(?:(?<![\w.+-])|(?<=\\[nrtf])|(?<==[0-9A-Fa-f]{2})|(?<=%[0-9A-Fa-f]{2}))"
     after = r"(?![\w-]|\.[\w-])"
-    return re.compile(before + re.escape(address) + after, re.IGNORECASE)
+    spelled = "|".join(re.escape(each) for each in _spellings(address))
+    return re.compile(f"{before}(?:{spelled}){after}", re.IGNORECASE)
 
 
 def _naming(conn: Connection, table: Any, columns: list[Any], address: str) -> list[Any]:
-    """The rows of ``table`` in which one of ``columns`` names ``address`` standing alone: the
-    database finds every text that contains it, and the pattern keeps those that name it."""
+    """The rows of ``table`` in which one of ``columns`` names ``address`` standing alone, locked
+    until the erasure commits (on PostgreSQL a worker could otherwise change one between this
+    read and the write that follows): the database finds every text that contains it, and the
+    pattern keeps those that name it."""
     alone = _standing_alone(address)
     found = conn.execute(
-        select(table.c.id, *columns).where(
-            or_(*(_searchable(conn, c).contains(address, autoescape=True) for c in columns))
+        select(table.c.id, *columns)
+        .where(
+            or_(
+                *(
+                    _searchable(conn, c).contains(spelling, autoescape=True)
+                    for c in columns
+                    for spelling in _spellings(address)
+                )
+            )
         )
+        .with_for_update()
     ).all()
     return [row for row in found if any(alone.search(_text(value)) for value in row[1:])]
 
