@@ -111,9 +111,10 @@
   }
 
   // A batch's row is silent (its summary speaks) but for the person's own press on it, and
-  // for what becomes of that press: the round it started is followed in this tab, so a
-  // "Reenviar" is heard to its "enviado" (or "falhou") even when the batch's end says the same
-  // sentence as before and is not said again. key → the round the press started.
+  // for what that press sent: a press that put the row back in the queue (Reenviar, Tentar de
+  // novo, Corrigir) is followed in this tab to where it ends, so it is heard to its "enviado"
+  // (or why not) even when the batch's end repeats its last sentence and is not said again.
+  // key → the round the press started; let go once its end is said.
   var followedRounds = new Map();
 
   function announceRow(row, ownAction, isNew) {
@@ -123,11 +124,17 @@
     // A pendente row says what the person sees: while sending is paused, that it waits.
     var text = (sendingPaused() && row.dataset.anuncioPausado) || row.dataset.anuncio;
     var region = row.dataset.anuncioEm;
-    if (ownAction) followedRounds.set(key, round);
-    if (!text && row.dataset.anuncioProprio && followedRounds.get(key) === round) {
+    var followed = !ownAction && followedRounds.get(key) === round;
+    if (ownAction && row.dataset.status === "pendente") followedRounds.set(key, round);
+    else if (ownAction || followedRounds.get(key) !== round) followedRounds.delete(key);
+    if (!text && row.dataset.anuncioProprio && (ownAction || followed)) {
       text = (sendingPaused() && row.dataset.anuncioProprioPausado) || row.dataset.anuncioProprio;
       region = row.dataset.anuncioProprioEm;
     }
+    // Followed to where the press ends: the send (enviando) or a retry on its way (pendente
+    // again) is not its end.
+    var underWay = row.dataset.status === "pendente" || row.dataset.status === "enviando";
+    if (followed && !underWay) followedRounds.delete(key);
     if (!text) return;
     if (alreadySaid(spokenHere.get(key), event, text, round)) return;
     var mark = { evento: event, texto: text, rodada: round, at: Date.now() };

@@ -138,9 +138,9 @@ async def test_a_pendente_invite_cancelled_is_never_sent(
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelado"
     assert not any("ana@exemplo.com.br" in mail.rcpt_tos for mail in smtp.received)
     assert await statuses(db, created["id"]) == [("pendente", 1), ("cancelado", 1)]
-    # No link went out: the row does not speak of one.
+    # No mail is known to have left: the row does not say a link went out.
     page = (await client.get(f"/convites/{created['id']}")).text
-    assert "Nenhum e-mail saiu. Reenvie se mudar de ideia." in page
+    assert "Se algum e-mail saiu, o link dele não funciona mais. Reenvie se mudar" in page
     assert "O link do convite não funciona mais" not in page
 
 

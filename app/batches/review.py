@@ -138,7 +138,7 @@ def _against_history(
     mailbox = same_address(item.email)
     if mailbox in on_the_way:
         invite = on_the_way[mailbox]
-        message = f"Você já convidou este endereço; o convite está {WHERE_IT_IS[invite.status]}."
+        message = f"Você já convidou este endereço; o convite {WHERE_IT_IS[invite.status]}."
         return Reviewed(item.row, Verdict.ALREADY_INVITED, message, item.email, item.name, invite)
     if mailbox in bounced:
         message = "Um convite seu para este endereço voltou (devolvido). Confira o endereço."

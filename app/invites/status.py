@@ -85,14 +85,14 @@ class FailureClass(StrEnum):
 #: An invite in one of these states makes a second one to the same address a duplicate (409).
 ON_ITS_WAY = (Status.AGENDADO, Status.PENDENTE, Status.ENVIANDO, Status.ENVIADO, Status.ACEITO)
 
-#: Where such an invite is, to end "o convite está …" (a status word alone reads wrong there:
-#: "está enviando", "está pendente").
+#: Where such an invite is, to end "o convite …" (a status word alone reads wrong there:
+#: "está enviando", "está pendente", "está enviado").
 WHERE_IT_IS = {
-    Status.AGENDADO: "agendado",
-    Status.PENDENTE: "na fila para envio",
-    Status.ENVIANDO: "sendo enviado agora",
-    Status.ENVIADO: "enviado",
-    Status.ACEITO: "aceito",
+    Status.AGENDADO: "está agendado",
+    Status.PENDENTE: "está na fila para envio",
+    Status.ENVIANDO: "está sendo enviado agora",
+    Status.ENVIADO: "já foi enviado",
+    Status.ACEITO: "já foi aceito",
 }
 
 #: The summary line above "Meus convites": scheduled, on their way out (badge "Enviando", or

@@ -124,7 +124,7 @@ async def refused_after_counting(request: Request, recipient: str) -> None:
 
 def duplicate_message(existing: Invite) -> str:
     return (
-        f"Você já convidou {shown_email(existing.email)} e o convite está "
+        f"Você já convidou {shown_email(existing.email)} e o convite "
         f"{WHERE_IT_IS[existing.status]}. "
         "Acompanhe o convite existente em vez de enviar outro."
     )

@@ -118,8 +118,12 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         else (
             f"Convite para {shown_email(i.email)} cancelado.",
             # Cancelled before any mail was known to leave (agendado, paused, after a failure,
-            # incerto): no link may be out, or one may.
-            ("O link do convite não funciona mais." if i.sent_at else "Nenhum e-mail saiu.")
+            # incerto, after a correction): no link may be out, or one may.
+            (
+                "O link do convite não funciona mais."
+                if i.sent_at
+                else "Se algum e-mail saiu, o link dele não funciona mais."
+            )
             + " Reenvie se mudar de ideia.",
         )
     ),

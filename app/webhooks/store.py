@@ -85,7 +85,7 @@ async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]
             select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
         )
         mine = select(webhooks.c.url).where(webhooks.c.account_id == account_id)
-        urls = set((await conn.execute(mine)).scalars())
+        urls = list((await conn.execute(mine)).scalars())
         if len(urls) >= MAX_PER_ACCOUNT:
             raise Full
         if url in urls:
