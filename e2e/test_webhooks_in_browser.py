@@ -50,8 +50,13 @@ CREATE = [
 ]
 
 
+#: The invite whose changes the webhook delivers, as each delivery names it.
+INVITEE = "webhook@exemplo.com"
+ABOUT = f"do convite para {INVITEE}"
+
+
 def _states(page: Page) -> list[str]:
-    """Each delivery's first line ("convite.enviado: falhou"), newest first."""
+    """Each delivery's first line ("convite.enviado (convite para …): falhou"), newest first."""
     return page.locator("#webhooks li li p:first-child").all_inner_texts()
 
 
@@ -88,9 +93,9 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
         receiver.secret = secret
 
         page.goto("/")
-        page.get_by_label("E-mail").fill("webhook@exemplo.com")
+        page.get_by_label("E-mail").fill(INVITEE)
         page.get_by_role("button", name="Enviar convite").click()
-        expect(page.locator("main")).to_contain_text("webhook@exemplo.com")
+        expect(page.locator("main")).to_contain_text(INVITEE)
 
         # Each change (pendente, enviando, enviado) fails twice (one retry), then falhou.
         def all_failed() -> bool:
@@ -106,7 +111,7 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
         assert spoken(page) == []
 
         receiver.script = []  # the receiver is back: 200 from now on
-        page.get_by_role("button", name="Reenviar convite.enviado").click()
+        page.get_by_role("button", name=f"Reenviar convite.enviado {ABOUT}").click()
         expect(page).to_have_url(re.compile(r"/conta/webhooks\?reenviada=1$"))
         assert Axe().run(page).violations_count == 0
         again = [
@@ -129,7 +134,7 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
 
         def delivered() -> bool:
             page.goto("/conta/webhooks")
-            return _states(page)[0] == "convite.enviado: entregue"
+            return _states(page)[0] == f"convite.enviado ({ABOUT[3:]}): entregue"
 
         until(delivered, timeout=30, what=lambda: str(_states(page)))
         done = delivery("convite.enviado", "entregue", "200", "recebido", 1)
@@ -207,7 +212,7 @@ def delivery(kind: str, state: str, code: str, answer: str, attempts: int) -> li
         "strong",
         kind,
         "end of strong",
-        f": {state}",
+        f"({ABOUT[3:]}): {state}",
         "end of paragraph",
         "paragraph",
         f"Última resposta {code}:",
@@ -220,10 +225,10 @@ def delivery(kind: str, state: str, code: str, answer: str, attempts: int) -> li
     if state == "falhou":
         said += [
             "form",
-            f"button, Reenviar {kind}",
+            f"button, Reenviar {kind} {ABOUT}",
             "Reenviar",
-            kind,
-            f"end of button, Reenviar {kind}",
+            f"{kind} {ABOUT}",
+            f"end of button, Reenviar {kind} {ABOUT}",
             "end of form",
         ]
     return said

@@ -59,6 +59,12 @@ class Delivery:
     snippet: str | None
     created_at: datetime
     invite_public_id: str
+    email: str | None  # the address its event was about (None: kept before it was)
+    invite_email: str  # the invite's now
+
+    @property
+    def address(self) -> str:
+        return self.email or self.invite_email
 
 
 def new_secret() -> str:
@@ -150,7 +156,11 @@ async def recent_deliveries(db: Database, webhook_ids: list[int]) -> dict[int, l
     async with db.read() as conn:
         for webhook_id in webhook_ids:
             query = (
-                select(webhook_deliveries, invites.c.public_id.label("invite_public_id"))
+                select(
+                    webhook_deliveries,
+                    invites.c.public_id.label("invite_public_id"),
+                    invites.c.email.label("invite_email"),
+                )
                 .join(invites, invites.c.id == webhook_deliveries.c.invite_id)
                 .where(webhook_deliveries.c.webhook_id == webhook_id)
                 .order_by(webhook_deliveries.c.id.desc())
