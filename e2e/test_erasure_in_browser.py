@@ -10,8 +10,9 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
+from app.web.invites import NOT_FOUND
 from e2e.conftest import Stack
-from e2e.spoken import polite, read_through, spoken
+from e2e.spoken import assertive, polite, read_through, spoken, wait_for_spoken
 from e2e.test_answers_in_browser import SUBMITTED, answer_link, invite
 from e2e.test_live_pages import RECEIVED, SENT, assert_no_axe_violations, open_home
 from tests.services import ScriptedSmtp
@@ -115,3 +116,14 @@ def test_the_invitee_asks_confirms_and_hears_each_page_once(
     assert gone is not None and gone.status == 404
     # The sender's page heard the send, once each, and nothing about the erasure.
     assert spoken(page) == [*SUBMITTED, polite(RECEIVED.format(email)), polite(SENT.format(email))]
+    # Its row is still there until a press on it finds the invite gone: then the row goes too,
+    # and focus moves to the list's heading.
+    page.get_by_role("button", name=f"Lembrar {email} do convite").click()
+    wait_for_spoken(page, assertive(NOT_FOUND))
+    expect(page.locator("li.convite", has_text=email)).to_have_count(0)
+    expect(page.locator("#lista-vazia")).to_be_visible()
+    assert spoken(page)[-3:] == [
+        f"button, Lembrar {email} do convite",
+        "heading, Meus convites, level 2",
+        assertive(NOT_FOUND),
+    ]

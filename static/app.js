@@ -486,11 +486,31 @@
     var key = pressedRow(evt);
     if (key) pressedRows.add(key);
   });
-  // Answered without a new row (a 409, a 422, no connection): nothing to wait for.
+  // Answered without a new row (a 409, a 422, no connection): nothing to wait for. A 404: the
+  // invite is gone (its invitee had their data erased, say), and so goes its row.
   document.addEventListener("htmx:afterRequest", function (evt) {
     var key = pressedRow(evt);
-    if (key) pressedRows.delete(key);
+    if (!key) return;
+    pressedRows.delete(key);
+    if (evt.detail.xhr && evt.detail.xhr.status === 404) removeRow(key);
   });
+
+  // Focus on the row goes to the list's heading, so it is not lost with the row.
+  function removeRow(key) {
+    var gone = byId("convite-" + key);
+    if (!gone) return;
+    var hadFocus = gone.contains(document.activeElement);
+    gone.remove();
+    var list = byId("lista-convites");
+    var empty = byId("lista-vazia");
+    if (list && empty && !list.querySelector("li.convite")) empty.hidden = false;
+    var heading = byId("meus-convites-titulo");
+    if (hadFocus && heading) {
+      heading.setAttribute("tabindex", "-1");
+      heading.focus();
+    }
+    rowsChanged();
+  }
 
   // A 202 from the form or a "Tentar de novo"/"Reenviar", or a 200 from "Cancelar convite":
   // the row goes to the list (a response without a row places nothing).

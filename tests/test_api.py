@@ -190,7 +190,9 @@ async def test_the_api_answers_as_the_pages_do(
     )
     assert broken.status_code == 400 and "erro" in broken.json()
     missing = await api.get("/api/v1/convites/nao-existe", headers=bearer(key))
-    assert missing.status_code == 404 and missing.json() == {"erro": "Convite não encontrado."}
+    assert missing.status_code == 404 and missing.json() == {
+        "erro": "Este convite não foi encontrado: talvez tenha sido apagado."
+    }
     nowhere = await api.get("/api/v1/nada", headers=bearer(key))
     assert nowhere.status_code == 404 and "erro" in nowhere.json()
 
@@ -267,7 +269,9 @@ async def test_another_accounts_invite_is_not_found(
     ):
         answer = await anonymous_client.request(method, path, headers=bearer(key))
         assert answer.status_code == 404, (path, answer.text)
-        assert answer.json() == {"erro": "Convite não encontrado."}
+        assert answer.json() == {
+            "erro": "Este convite não foi encontrado: talvez tenha sido apagado."
+        }
     listed = await anonymous_client.get("/api/v1/convites", headers=bearer(key))
     assert listed.json()["convites"] == []
 

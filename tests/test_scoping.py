@@ -39,7 +39,9 @@ async def test_another_senders_invite_is_404_everywhere_and_never_listed(
 
     assert [a.status_code for a in answers] == [404, 404, 404, 404]
     assert all("ana@exemplo.com" not in a.text for a in answers)
-    assert answers[0].json()["erro"] == "Convite não encontrado."
+    assert (
+        answers[0].json()["erro"] == "Este convite não foi encontrado: talvez tenha sido apagado."
+    )
     assert listed == [] and "ana@exemplo.com" not in page
     assert (await invite_row(db, mine["id"])).status == Status.FALHOU  # the re-send changed nothing
 

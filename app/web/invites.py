@@ -321,12 +321,16 @@ def not_in_state(
     )
 
 
+#: Someone else's invite reads the same: nothing says it exists.
+NOT_FOUND = "Este convite não foi encontrado: talvez tenha sido apagado."
+
+
 async def mine_or_404(request: Request) -> Invite | Response:
     invite = await queries.get_invite(
         db_of(request), sender_id(request), request.path_params["public_id"]
     )
     if invite is None:
-        return error_response(request, 404, "Convite não encontrado.")
+        return error_response(request, 404, NOT_FOUND)
     return invite
 
 
