@@ -23,6 +23,13 @@ from tests.waiting import until
 pytestmark = pytest.mark.skipif(BACKEND == "postgresql", reason="dev runs its own SQLite")
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -84,6 +91,7 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
         if not k.startswith(("DATABASE_URL", "REDIS_URL", "SMTP_URL"))
     }
     log = tmp_path / "dev.log"
+    children: list[int] = []
     with log.open("w") as errors:
         dev = subprocess.Popen(
             [sys.executable, "-m", "app", "dev", "--port", str(port)],
@@ -145,12 +153,22 @@ def test_dev_runs_every_part_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
             ops = http.get("/operacao", headers={"Authorization": f"Bearer {ops_token}"})
             assert ops.status_code == 200
 
-        dev.send_signal(signal.SIGINT)
+        # Redis is out of the terminal's process group, so a Ctrl-C reaches it only through
+        # dev, last: the worker and the web still talk to it while they stop.
+        [redis] = [pid for pid in children if b"redis-server" in _cmdline(pid)]
+        assert os.getpgid(redis) != os.getpgid(dev.pid)
+        os.killpg(dev.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole process group
         assert dev.wait(40) == 0
         assert "http://127.0.0.1:" in said
         assert [pid for pid in children if _alive(pid)] == []
         assert not list((tmp_path / "var").rglob("*.pid"))
+        stopped = log.read_text()
+        assert "worker stopped" in stopped
+        assert "could not withdraw the heartbeat" not in stopped
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(dev.pid, signal.SIGKILL)  # only if something was left running
+        for pid in children:  # Redis has a session of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         dev.wait()

@@ -83,6 +83,9 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
         _wait_until_serving(process, port, out)
         yield Dev(process, out, f"http://127.0.0.1:{port}")
     finally:
+        for pid in _children_of(process.pid):  # Redis has a session of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # only if something was left running
         process.wait()

@@ -73,6 +73,7 @@ def _redis(children: Supervisor, var: Path) -> str:
             "warning",
         ],
         dict(os.environ),
+        stopped_last=True,
     )
     wait_for_port(port, process)
     return f"redis://127.0.0.1:{port}/0"
@@ -108,8 +109,10 @@ def run_dev(host: str, port: int) -> int:
         nonlocal worker_wanted
         worker_wanted = True
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    # A closed terminal (SIGHUP) stops everything too: Redis, in a session of its own, would
+    # not hear it.
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, on_signal)
     signal.signal(signal.SIGUSR1, on_start_worker)
     try:
         env = dict(os.environ)

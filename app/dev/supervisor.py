@@ -31,6 +31,9 @@ class Child:
     args: list[str]
     env: dict[str, str]
     stoppable: bool = False
+    #: Out of the terminal's process group: Ctrl-C reaches it only through ``stop_all``, last
+    #: (Redis: the worker and the web still talk to it while they stop).
+    stopped_last: bool = False
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     backoff: float = FIRST_BACKOFF_SECONDS
@@ -57,15 +60,18 @@ class Supervisor:
         env: dict[str, str] | None = None,
         *,
         stoppable: bool = False,
+        stopped_last: bool = False,
     ) -> subprocess.Popen[bytes]:
         """Start ``name`` (new, or again with its first arguments)."""
         child = self.children.get(name)
         if child is None:
             assert args is not None and env is not None
-            child = self.children[name] = Child(name, args, env, stoppable)
+            child = self.children[name] = Child(name, args, env, stoppable, stopped_last)
         # A child of our own process group gets the terminal's Ctrl-C too; we still stop each
         # one explicitly so none outlives us when we are stopped by SIGTERM.
-        child.process = subprocess.Popen(child.args, env=child.env)  # noqa: S603 (our own argv)
+        child.process = subprocess.Popen(  # noqa: S603 (our own argv)
+            child.args, env=child.env, start_new_session=child.stopped_last
+        )
         child.started_at = clock.monotonic()
         child.stopped = False
         child.restart_at = None
