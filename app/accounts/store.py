@@ -6,6 +6,7 @@ import secrets
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.invites.records import Account, record_from
@@ -58,3 +59,11 @@ async def set_name(db: Database, account_id: int, name: str) -> None:
             .where(accounts.c.id == account_id)
             .values(name=name, updated_at=utcnow())
         )
+
+
+async def hold(conn: AsyncConnection, account_id: int) -> None:
+    """Lock the account's row until ``conn``'s transaction ends: two writes that first count or
+    look up the account's rows (its webhooks, its keys' names) then take their turns, and
+    neither decides on what the other is writing. PostgreSQL's row lock; SQLite's writers
+    already take the whole database at BEGIN IMMEDIATE."""
+    await conn.execute(select(accounts.c.id).where(accounts.c.id == account_id).with_for_update())

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import insert, select, update
 
 from app.accounts.sessions import token_hash
+from app.accounts.store import hold
 from app.clock import utcnow
 from app.invites.records import Account, record_from
 from app.storage.database import Database
@@ -56,10 +57,7 @@ async def create(db: Database, account_id: int, name: str) -> tuple[ApiKey, str]
     ``SameName`` when a live key of the account already has ``name``."""
     secret = PREFIX + secrets.token_urlsafe(32)
     async with db.write() as conn:
-        # Two creations at once must not both find the name free (see webhooks.store.create).
-        await conn.execute(
-            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
-        )
+        await hold(conn, account_id)  # two creations at once: one finds the name taken
         taken = select(api_keys.c.id).where(
             api_keys.c.account_id == account_id,
             api_keys.c.revoked_at.is_(None),

@@ -188,13 +188,9 @@ async def create(request: Request) -> Response:
         if wants_json(request) or is_htmx(request):
             return already_invited(request, change.invite)
         # Without JavaScript: the form again as typed, the reason and the invite at E-mail.
-        context = await _index_context(request)
-        context.update(
-            errors={"email": duplicate_message(change.invite)},
-            values=typed_values(data, *FORM_FIELDS),
-            existing=f"/convites/{change.invite.public_id}",
-        )
-        return render(request, "index.html", context, status_code=409)
+        errors = {"email": duplicate_message(change.invite)}
+        existing = f"/convites/{change.invite.public_id}"
+        return await _form_page(request, data, errors, 409, existing=existing)
     log.info("invite accepted", extra={"invite": change.invite.public_id})
     await publish_fast(request, change)
     return accepted(request, change, fresh_form=True)
@@ -235,9 +231,16 @@ async def _invalid(request: Request, data: dict[str, Any], errors: dict[str, str
     answer = invalid_form(request, errors, values, "_form.html", "form-convite")
     if answer is not None:
         return answer
+    return await _form_page(request, data, errors, 422)
+
+
+async def _form_page(
+    request: Request, data: dict[str, Any], errors: dict[str, str], status: int, **more: Any
+) -> Response:
+    """The whole page for a plain form refused: the form as typed, each reason at its field."""
     context = await _index_context(request)
-    context.update(errors=errors, values=values)
-    return render(request, "index.html", context, status_code=422)
+    context.update(errors=errors, values=typed_values(data, *FORM_FIELDS), **more)
+    return render(request, "index.html", context, status_code=status)
 
 
 async def _list_context(request: Request, before: int | None = None) -> dict[str, Any]:

@@ -15,10 +15,11 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, insert, select, update
 
+from app.accounts.store import hold
 from app.clock import utcnow
 from app.invites.records import record_from
 from app.storage.database import Database
-from app.storage.tables import accounts, invites, webhook_deliveries, webhooks
+from app.storage.tables import invites, webhook_deliveries, webhooks
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks gives secrets)
 #: Deliveries shown per webhook on its page, newest first.
@@ -59,12 +60,7 @@ class Delivery:
     snippet: str | None
     created_at: datetime
     invite_public_id: str
-    email: str | None  # the address its event was about (None: kept before it was)
-    invite_email: str  # the invite's now
-
-    @property
-    def address(self) -> str:
-        return self.email or self.invite_email
+    address: str  # the address its event was about (the invite's now, in rows kept before it)
 
 
 def new_secret() -> str:
@@ -85,11 +81,7 @@ async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]
     ``Full`` or ``SameUrl`` when it cannot have one more."""
     secret = new_secret()
     async with db.write() as conn:
-        # Two creations at once must not both count nine: on PostgreSQL the account's row is
-        # locked until the commit (SQLite's writers already take the lock at BEGIN IMMEDIATE).
-        await conn.execute(
-            select(accounts.c.id).where(accounts.c.id == account_id).with_for_update()
-        )
+        await hold(conn, account_id)  # two creations at once must not both count nine
         mine = select(webhooks.c.url).where(webhooks.c.account_id == account_id)
         urls = list((await conn.execute(mine)).scalars())
         if len(urls) >= MAX_PER_ACCOUNT:
@@ -159,7 +151,7 @@ async def recent_deliveries(db: Database, webhook_ids: list[int]) -> dict[int, l
                 select(
                     webhook_deliveries,
                     invites.c.public_id.label("invite_public_id"),
-                    invites.c.email.label("invite_email"),
+                    func.coalesce(webhook_deliveries.c.email, invites.c.email).label("address"),
                 )
                 .join(invites, invites.c.id == webhook_deliveries.c.invite_id)
                 .where(webhook_deliveries.c.webhook_id == webhook_id)
