@@ -52,7 +52,8 @@ CREATE = [
 
 #: The invite whose changes the webhook delivers, as each delivery names it.
 INVITEE = "webhook@exemplo.com"
-ABOUT = f"do convite para {INVITEE}"
+FOR_INVITE = f"convite para {INVITEE}"
+ABOUT = f"do {FOR_INVITE}"
 
 
 def _states(page: Page) -> list[str]:
@@ -134,7 +135,7 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
 
         def delivered() -> bool:
             page.goto("/conta/webhooks")
-            return _states(page)[0] == f"convite.enviado ({ABOUT[3:]}): entregue"
+            return _states(page)[0] == f"convite.enviado ({FOR_INVITE}): entregue"
 
         until(delivered, timeout=30, what=lambda: str(_states(page)))
         done = delivery("convite.enviado", "entregue", "200", "recebido", 1)
@@ -212,7 +213,7 @@ def delivery(kind: str, state: str, code: str, answer: str, attempts: int) -> li
         "strong",
         kind,
         "end of strong",
-        f"({ABOUT[3:]}): {state}",
+        f"({FOR_INVITE}): {state}",
         "end of paragraph",
         "paragraph",
         f"Última resposta {code}:",
