@@ -110,6 +110,9 @@ class Supervisor:
         on_shutdown = self.options.get("on_shutdown")
         if on_shutdown is not None:
             await on_shutdown(worker.ctx)
+        # arq's pool is None when Redis went away before the worker had connected.
+        if worker.pool is None:
+            return
         with contextlib.suppress(*OUTAGE_ERRORS):
             await worker.pool.aclose(close_connection_pool=True)
 
