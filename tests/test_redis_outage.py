@@ -18,11 +18,11 @@ from app.config import Settings
 from app.invites.status import Status
 from app.sending.heartbeat import WORKERS, alive
 from app.sending.supervise import Supervisor
-from app.sending.worker import shutdown, startup, worker_options
+from app.sending.worker import redis_settings, shutdown, startup, worker_options
 from app.storage.database import Database
 from tests.fixtures import process_env, short_lease_settings
 from tests.helpers import client_for, post_invite, wait_for_status
-from tests.services import AppProcess, RedisServer, ScriptedSmtp
+from tests.services import AppProcess, RedisServer, ScriptedSmtp, free_port
 from tests.waiting import eventually
 
 OUTAGE_SECONDS = 10
@@ -190,6 +190,19 @@ async def test_the_first_heartbeat_failing_does_not_end_the_start_up(
     finally:
         await shutdown(ctx)
         await ctx["redis"].aclose()  # type: ignore[attr-defined]
+
+
+async def test_redis_gone_before_the_worker_connected_is_an_outage_not_a_crash(
+    outage_settings: Settings,
+) -> None:
+    """Redis answered the supervisor's ping but was gone when arq's worker connected: the
+    worker never had a pool to close (a chaos round saw the supervisor crash on it)."""
+    options = worker_options(outage_settings)
+    options["redis_settings"] = redis_settings(f"redis://127.0.0.1:{free_port()}/0")  # no one
+    supervisor = Supervisor(options, outage_settings.redis_url)
+    worker = Worker(**options, handle_signals=False)
+    await supervisor._run_one(worker)  # must not raise
+    assert supervisor.down_since is not None and worker.pool is None
 
 
 async def test_a_worker_that_loses_redis_while_starting_waits_and_then_sends(
