@@ -22,7 +22,6 @@ from app.storage.tables import accounts, api_keys
 
 #: Every key starts with this, so a leaked one is easy to recognise (and to search logs for).
 PREFIX = "cvk_"
-NAME_CHARS = 100
 #: A use is written down when the last one written is older than this (not on every request).
 TOUCH_SECONDS = 60
 

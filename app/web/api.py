@@ -45,7 +45,9 @@ NO_KEY = (
     "Envie sua chave de API no cabeçalho Authorization: Bearer <chave>. Crie uma em /conta/chaves."
 )
 BAD_KEY = "Chave de API inválida ou revogada."
-BAD_IDEMPOTENCY_KEY = "A Idempotency-Key deve ter de 1 a 255 caracteres visíveis (ASCII)."
+BAD_IDEMPOTENCY_KEY = (
+    f"A Idempotency-Key deve ter de 1 a {idempotency.MAX_KEY_CHARS} caracteres visíveis (ASCII)."
+)
 OTHER_REQUEST = (
     "Esta Idempotency-Key já foi usada com outro pedido. Use uma chave nova para um pedido novo."
 )
@@ -55,7 +57,7 @@ IN_PROGRESS = (
 #: Fields of an answer shown once and never kept: a replay answers without them (a webhook's
 #: signing secret must not sit in ``idempotency_keys.body``).
 SHOWN_ONCE = frozenset({"secret"})
-_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]{1,255}")
+_VISIBLE_ASCII = re.compile(rf"[\x21-\x7e]{{1,{idempotency.MAX_KEY_CHARS}}}")
 
 
 def _unauthorized(message: str) -> Response:

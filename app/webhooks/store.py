@@ -59,7 +59,6 @@ class Delivery:
     status_code: int | None
     snippet: str | None
     created_at: datetime
-    invite_public_id: str
     address: str  # the address its event was about (the invite's now, in rows kept before it)
 
 
@@ -150,7 +149,6 @@ async def recent_deliveries(db: Database, webhook_ids: list[int]) -> dict[int, l
             query = (
                 select(
                     webhook_deliveries,
-                    invites.c.public_id.label("invite_public_id"),
                     func.coalesce(webhook_deliveries.c.email, invites.c.email).label("address"),
                 )
                 .join(invites, invites.c.id == webhook_deliveries.c.invite_id)
