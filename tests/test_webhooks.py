@@ -423,7 +423,8 @@ async def test_urls_a_delivery_could_not_send_are_refused_at_registration(
         ("http://127.0.0.1:0/", addresses.BAD_PORT),
         ("https://1.1.1.1:0/", addresses.BAD_PORT),
         ("http://é_x.com/", addresses.NOT_A_URL),  # no IDNA form: only httpx says so
-        ("http://127.0.0.1:99999/", addresses.NOT_A_URL),
+        ("http://127.0.0.1:99999/", addresses.BAD_PORT),
+        ("http://ana:senha@127.0.0.1:9/", addresses.CREDENTIALS),
         # Short enough as typed, too long for its column once percent-encoded.
         ("http://127.0.0.1:9/" + "ç" * 400, addresses.TOO_LONG),
         ("https://exemplo.com/" + "a" * 5000, addresses.TOO_LONG),
@@ -543,11 +544,20 @@ async def test_a_second_webhook_for_the_same_url_is_refused(client: httpx.AsyncC
     assert again.status_code == 422 and webhook_pages.SAME_URL in again.text
     assert "whsec_" not in again.text
     key = await new_key(client)
-    through_api = await client.post("/api/v1/webhooks", json={"url": url}, headers=bearer(key))
-    assert through_api.status_code == 422
-    assert through_api.json()["campos"] == {"url": webhook_pages.SAME_URL}
+    # Spelled another way, the same request: an empty query and a fragment are never sent.
+    for same in (url, url + "?", url + "#x", url.replace("http://", "HTTP://")):
+        through_api = await client.post("/api/v1/webhooks", json={"url": same}, headers=bearer(key))
+        assert through_api.status_code == 422, same
+        assert through_api.json()["campos"] == {"url": webhook_pages.SAME_URL}, same
     listed = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()["webhooks"]
     assert [hook["url"] for hook in listed] == [url]
+
+
+def test_what_no_request_carries_is_not_kept() -> None:
+    kept = addresses.check_form("https://exemplo.com?#topo", allow_private=False)
+    assert kept == "https://exemplo.com/"
+    kept = addresses.check_form("https://exemplo.com/g?a=1#topo", allow_private=False)
+    assert kept == "https://exemplo.com/g?a=1"
 
 
 async def test_an_account_has_at_most_ten_webhooks(db: Database, client: httpx.AsyncClient) -> None:

@@ -7,7 +7,9 @@ metadata service lives there), multicast, reserved or unspecified. The check run
 and again at every delivery, after DNS (a name can be pointed elsewhere later), and the delivery
 then connects to the very address that was checked (``Target``), so a second lookup cannot swap
 it. The URL kept is the one ``httpx`` would send: a non-ASCII host is written in IDNA
-(``xn--…``), so a delivery never meets a URL it cannot encode.
+(``xn--…``), so a delivery never meets a URL it cannot encode; what no request carries (a
+fragment, an empty query, an empty path) is left out, so one receiver has one spelling (an
+account may have one webhook per URL).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import asyncio
 import ipaddress
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 
@@ -29,6 +31,10 @@ BAD_CHARACTER = (
     "O endereço tem espaços ou caracteres invisíveis. Copie-o de novo, sem eles, e tente outra vez."
 )
 BAD_PORT = "A porta do endereço precisa ser um número de 1 a 65535."
+CREDENTIALS = (
+    "O endereço não pode levar usuário e senha; o Convites assina cada entrega (veja a "
+    "descrição da API)."
+)
 PRIVATE = (
     "Este endereço aponta para uma rede interna ou reservada; use um endereço público na internet."
 )
@@ -61,22 +67,33 @@ def check_form(url: str, *, allow_private: bool) -> str:
     # request; pasted text carries them unseen, so say so rather than "not a URL".
     if any(not char.isprintable() or char.isspace() for char in url):
         raise Refused(BAD_CHARACTER)
-    try:
-        # What httpx cannot parse it cannot send: refused here, not at every delivery.
-        url = str(httpx.URL(url))
-        parts = urlsplit(url)
-        port = parts.port  # a port that is not a number, or above 65535, raises here
-    except (httpx.InvalidURL, ValueError):
-        raise Refused(NOT_A_URL) from None
+    parts = _parts(url)
+    url = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
     if len(url) > MAX_URL_CHARS:  # IDNA and percent-encoding make it longer
         raise Refused(TOO_LONG)
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.username:
-        raise Refused(NOT_A_URL)
-    if port == 0:  # no server listens there; the POST would go to the scheme's port instead
-        raise Refused(BAD_PORT)
     if parts.scheme != "https" and not allow_private:
         raise Refused(NOT_HTTPS)
     return url
+
+
+def _parts(url: str) -> SplitResult:
+    """``url`` as ``httpx`` writes it, split; what no delivery could send raises ``Refused``."""
+    try:
+        # What httpx cannot parse it cannot send: refused here, not at every delivery.
+        parts = urlsplit(str(httpx.URL(url)))
+    except (httpx.InvalidURL, ValueError):
+        raise Refused(NOT_A_URL) from None
+    try:
+        port = parts.port  # above 65535 raises here (httpx refused one that is not a number)
+    except ValueError:
+        raise Refused(BAD_PORT) from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise Refused(NOT_A_URL)
+    if parts.username is not None or parts.password is not None:
+        raise Refused(CREDENTIALS)
+    if port == 0:  # no server listens there; the POST would go to the scheme's port instead
+        raise Refused(BAD_PORT)
+    return parts
 
 
 def is_public(address: str) -> bool:
