@@ -17,6 +17,7 @@ from openapi_spec_validator import validate
 from starlette.routing import Route
 
 from app.config import Settings
+from app.invites.status import Status
 from app.web.routes import routes
 from app.web.static import StaticAssets
 from tests.api_keys import bearer, new_key
@@ -40,6 +41,16 @@ def test_the_openapi_document_is_valid_and_names_every_api_route(settings: Setti
     }
     described = {(path, method) for path, item in SPEC["paths"].items() for method in item}
     assert served == described
+
+
+def test_every_event_a_webhook_can_carry_is_documented() -> None:
+    """A delivery's ``type`` is ``convite.`` and the invite's new status: any status, ``agendado``
+    too (a receiver that validates against the document must not refuse one)."""
+    carried = {f"convite.{status.value}" for status in Status}
+    schema = SPEC["components"]["schemas"]["EventoConvite"]["properties"]["type"]
+    assert set(schema["enum"]) == carried
+    docs = (ROOT / "docs" / "api.md").read_text()
+    assert all(f"`{kind}`" in docs for kind in carried)
 
 
 def _answers(output: str) -> list[dict[str, Any]]:

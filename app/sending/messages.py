@@ -338,8 +338,9 @@ def webhook_disabled(settings: Settings, invite: Invite) -> OutgoingMail:
         "Um webhook da sua conta no Convites foi desativado depois de "
         f"{settings.webhook_max_failures} entregas seguidas com falha:",
         unlinkable(invite.message or ""),
-        "Nenhum evento será enviado para ele até você conferir o servidor que recebe os eventos "
-        "e usar Reenviar numa entrega com falha, na página dos seus webhooks:",
+        "Enquanto estiver desativado, as mudanças dos seus convites não são enviadas para ele, "
+        "nem depois. Confira o servidor que recebe os eventos e use Reenviar numa entrega com "
+        "falha, na página dos seus webhooks, para ativá-lo de novo para as próximas mudanças:",
     )
     text = f"Olá!\n\n{lines[0]}\n{lines[1]}\n\n{lines[2]}\n{link}\n"
     return compose(
