@@ -139,3 +139,22 @@ def test_mudar_horario_to_a_past_moment_is_said_once_next_to_the_field_in_the_op
         assertive(said),  # once
     ]
     assert_no_axe_violations(page, "refused new moment")
+
+
+def test_mudar_horario_done_leaves_focus_on_the_row(page: Page, stack: Stack) -> None:
+    """The panel closes with the new moment: focus goes to the row's link, not to the page
+    (the pressed button is in the closed panel, where focusing it does nothing)."""
+    email = "eva@exemplo.com"
+    schedule_in_two_days(page, email)
+    row = page.locator("li.convite", has_text=email)
+    later = (utcnow() + timedelta(days=3)).astimezone(DISPLAY_TZ)
+
+    row.get_by_text("Mudar horário").click()
+    row.get_by_label("Novo horário (Brasília)").fill(f"{later:%Y-%m-%d}T10:00")
+    row.get_by_role("button", name="Agendar para o novo horário").click()
+
+    moved = f"Agendado para {later:%d/%m} às 10h00 (convite para {email})."
+    wait_for_spoken(page, polite(moved))
+    expect(row.get_by_role("link", name=email)).to_be_focused()
+    expect(row.locator("details.reagendar")).not_to_have_attribute("open", "")
+    assert spoken(page).count(polite(moved)) == 1

@@ -205,10 +205,17 @@
     var focusKey = hadFocus ? active.getAttribute("data-foco") : null;
     existing.replaceWith(incoming);
     if (!hadFocus) return;
-    // The focused control may be gone (a pressed "Tentar de novo"): keep focus in the same row.
-    var target = (focusKey && incoming.querySelector('[data-foco="' + focusKey + '"]')) ||
-      incoming.querySelector('[data-foco="link"]');
-    if (target) target.focus({ preventScroll: true });
+    // The focused control may be gone (a pressed "Tentar de novo") or hidden (in a panel that
+    // closed: "Mudar horário" done), and focusing one does nothing: keep focus in the same row.
+    var targets = [
+      focusKey && incoming.querySelector('[data-foco="' + focusKey + '"]'),
+      incoming.querySelector('[data-foco="link"]'),
+    ];
+    for (var i = 0; i < targets.length; i++) {
+      if (!targets[i]) continue;
+      targets[i].focus({ preventScroll: true });
+      if (document.activeElement === targets[i]) return;
+    }
   }
 
   // A filtered list ("?estado=aceitos") takes in new rows of its states only; a row already
