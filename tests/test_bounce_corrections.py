@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,6 +13,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from app.clock import utcnow
 from app.config import Settings
 from app.consent import suppression
 from app.consent.suppression import Reason
@@ -26,6 +28,7 @@ from tests.helpers import (
     JSON,
     api_headers,
     bounce_sample,
+    client_for,
     invite_row,
     page_token,
     post_invite,
@@ -278,3 +281,34 @@ def mailto_of(smtp: ScriptedSmtp, email: str) -> str:
     found = re.search(r"<mailto:([^?>]+)", str(mail["List-Unsubscribe"]))
     assert found, mail["List-Unsubscribe"]
     return found.group(1)
+
+
+async def test_a_permanent_bounce_calls_off_scheduled_invitations_to_the_address(
+    client: httpx.AsyncClient,
+    settings: Settings,
+    db: Database,
+    bounce_port: int,
+    redis: Redis,
+    smtp: ScriptedSmtp,
+) -> None:
+    """The address does not exist: an invitation waiting for its moment would only be refused
+    then. It is cancelled with the reason now, and its sender's open pages are told."""
+    async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
+        when = (utcnow() + timedelta(days=2)).isoformat()
+        body = {"email": OLD, "enviar_em": when}
+        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+    waiting = await invite_row(db, scheduled.json()["id"])
+    assert waiting.status == Status.AGENDADO
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(sender_channel(waiting.sender_id))
+    await pubsub.get_message(timeout=1)  # the subscription itself
+
+    await bounced(client, settings, db, bounce_port)
+
+    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+    await pubsub.aclose()
+    assert message is not None
+    assert await suppression.reason_for(db, OLD) == Reason.BOUNCED
+    row = await invite_row(db, waiting.public_id)
+    note = suppression.NOT_SENT.format(refusal=suppression.REFUSALS[Reason.BOUNCED])
+    assert (row.status, row.error) == (Status.CANCELADO, note)

@@ -4,9 +4,12 @@ person confirms, the way back, and the one path the CSRF check lets through."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 
 from app.bounces.addresses import opt_out_address
+from app.clock import utcnow
 from app.config import Settings
 from app.consent import suppression
 from app.consent.optout import UNDO_COOKIE, optout_path, undo_token
@@ -263,3 +266,28 @@ async def test_an_answered_invitation_keeps_its_answer_and_its_address_still_opt
     assert answer.status_code == 200
     assert (await invite_row(db, public_id)).status == Status.ACEITO
     assert await suppression.reason_for(db, "ana@exemplo.com.br") == Reason.OPTED_OUT
+
+
+async def test_a_scheduled_invitation_to_the_address_is_called_off_at_the_opt_out(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    """Another sender's invitation waiting for its moment: at that moment the worker would
+    refuse it, so it is cancelled now, with the reason; its row stops promising a send and no
+    pendente or enviando is recorded for a mail that was never to go."""
+    await invited(client, settings, smtp)
+    async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
+        when = (utcnow() + timedelta(days=2)).isoformat()
+        body = {"email": "Ana@exemplo.com.br", "enviar_em": when}
+        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+        assert scheduled.json()["status"] == "agendado"
+
+        async with client_for(settings) as provider:
+            await provider.post(optout_url_of(smtp, INVITEE), data=ONE_CLICK)
+
+        row = await invite_row(db, scheduled.json()["id"])
+        note = suppression.NOT_SENT.format(refusal=suppression.REFUSALS[Reason.OPTED_OUT])
+        assert (row.status, row.error) == (Status.CANCELADO, note)
+        history = await invite_history(db, row.id)
+        assert [event.status for event in history] == [Status.AGENDADO, Status.CANCELADO]
+        page = (await other.get("/")).text
+        assert suppression.REFUSALS[Reason.OPTED_OUT] in page and "Sai nessa hora" not in page

@@ -191,7 +191,7 @@ class BounceHandler:
         assert target is not None
         try:
             received = await receive(self.db, raw, recipient, target)
-            await self.announcer.announce(received.change)
+            await self.announcer.announce_all([received.change, *received.called_off])
         except Exception:
             path = self._spool(raw)
             log.exception(

@@ -60,6 +60,7 @@ class Received:
     verdict: Verdict
     outcome: Outcome
     change: Change | None = None
+    called_off: tuple[Change, ...] = ()  # scheduled invitations to an address it suppressed
 
 
 async def invite_of(db: Database, public_id: str) -> Invite | None:
@@ -166,14 +167,15 @@ async def receive(db: Database, raw: bytes, recipient: str, address: ReturnPath)
             ).one()
             received = Received(int(first.id), True, verdict, Outcome(first.outcome))
         else:
-            change = None
+            change: Change | None = None
+            called_off: tuple[Change, ...] = ()
             if invite is not None:
-                change = await _apply(conn, invite, verdict, values["reason"])
+                change, called_off = await _apply(conn, invite, verdict, values["reason"])
             outcome = _outcome(invite, verdict, change)
             await conn.execute(
                 update(bounces).where(bounces.c.id == inserted).values(outcome=outcome.value)
             )
-            received = Received(int(inserted), False, verdict, outcome, change)
+            received = Received(int(inserted), False, verdict, outcome, change, called_off)
     _log(received, public_id)
     return received
 
@@ -194,23 +196,25 @@ def _permanent_address_failure(verdict: Verdict) -> bool:
 
 async def _apply(
     conn: AsyncConnection, invite: Invite, verdict: Verdict, reason: str
-) -> Change | None:
-    """What a new report changes: the invite's row, and the suppression list."""
+) -> tuple[Change | None, tuple[Change, ...]]:
+    """What a new report changes: the invite's row, and the suppression list (with the
+    scheduled invitations to the address it suppresses, called off)."""
     if verdict.kind in _UNWANTED:
         unwanted = _UNWANTED[verdict.kind]
         done = await suppression.suppress_from_invite(conn, invite, unwanted, verdict.diagnostic)
-        return done.change
+        return done.change, tuple(done.called_off)
     if verdict.kind != BounceKind.PERMANENT:
-        return None
+        return None, ()
     if not _permanent_address_failure(verdict):
-        return await transitions.mark_bounced(conn, invite.id, verdict.attempt, reason)
+        return await transitions.mark_bounced(conn, invite.id, verdict.attempt, reason), ()
     note = suppression.ROW_NOTES[suppression.Reason.BOUNCED]
     change = await transitions.mark_bounced(conn, invite.id, verdict.attempt, f"{reason} {note}")
-    if change is not None:  # only the bounce that made the row devolvido: a late one is history
-        await suppression.suppress(
-            conn, invite.email, suppression.Reason.BOUNCED, verdict.status_code
-        )
-    return change
+    if change is None:  # only the bounce that made the row devolvido: a late one is history
+        return None, ()
+    _, called_off = await suppression.suppress_and_call_off(
+        conn, invite.email, suppression.Reason.BOUNCED, verdict.status_code
+    )
+    return change, tuple(called_off)
 
 
 def _with_key(verdict: Verdict, recipient: str) -> Verdict:

@@ -245,13 +245,26 @@ async def erase(source: Source, email: str) -> Reason | None:
     return Reason(row.reason) if row is not None else None
 
 
+async def suppress_and_call_off(
+    conn: AsyncConnection, email: str, reason: Reason, detail: str | None = None
+) -> tuple[bool, list[Change]]:
+    """``suppress`` in the caller's transaction, with the scheduled invitations to the address
+    (any sender's) cancelled for the reason (``transitions.call_off_for``): whether the address
+    was new to the list, and those changes, to announce."""
+    added = await suppress(conn, email, reason, detail)
+    note = NOT_SENT.format(refusal=REFUSALS[reason])
+    return added, await transitions.call_off_for(conn, email, note)
+
+
 @dataclass(frozen=True)
 class Unwanted:
     """What an opt-out or complaint did: whether the address was new to the list, and the
-    sender's row's change to announce (``None``: the row did not change)."""
+    changes to announce: the sender's row (``None``: it did not change), and the scheduled
+    invitations to the address, called off."""
 
     added: bool
     change: Change | None
+    called_off: list[Change]
 
 
 async def suppress_from_invite(
@@ -260,5 +273,6 @@ async def suppress_from_invite(
     """``invite``'s address joins the list because its invitee opted out or complained, and in
     the same transaction the sender's row says so (``recusado`` with the note; an accepted
     invite keeps its answer)."""
-    added = await suppress(conn, invite.email, reason, detail)
-    return Unwanted(added, await transitions.mark_unwanted(conn, invite.id, ROW_NOTES[reason]))
+    added, called_off = await suppress_and_call_off(conn, invite.email, reason, detail)
+    change = await transitions.mark_unwanted(conn, invite.id, ROW_NOTES[reason])
+    return Unwanted(added, change, called_off)

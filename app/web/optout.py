@@ -126,7 +126,7 @@ async def confirm(request: Request) -> Response:
             conn, invite, Reason.OPTED_OUT, "link do convite"
         )
     announcer: Announcer = request.state.announcer
-    await announcer.announce(done.change)
+    await announcer.announce_all([done.change, *done.called_off])
     form = await request.form()
     one_click = form.get(ONE_CLICK[0]) == ONE_CLICK[1]
     log.info("opted out", extra={"invite": invite.public_id, "one_click": one_click})

@@ -15,7 +15,7 @@ from app.invites.transitions.answered import (
     mark_unwanted,
 )
 from app.invites.transitions.bounced import mark_bounced
-from app.invites.transitions.scheduled import release_due, reschedule
+from app.invites.transitions.scheduled import call_off_for, release_due, reschedule
 from app.invites.transitions.sending import (
     Claimed,
     cancel_claim,
@@ -33,6 +33,7 @@ from app.invites.transitions.sending import (
 __all__ = [
     "Claimed",
     "accept",
+    "call_off_for",
     "cancel",
     "cancel_claim",
     "claim_with_link",

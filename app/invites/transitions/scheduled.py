@@ -2,13 +2,15 @@
 
 agendado → agendado (the sender reschedules, before its time)
 agendado → pendente (the sweep, once ``send_at`` has come: the row, its event and its outbox row)
+agendado → cancelado, with the reason (its address joined the suppression list meanwhile)
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.clock import utcnow
 from app.invites.records import INVITE, Change
@@ -40,8 +42,9 @@ async def release_due(db: Database, limit: int = 500) -> list[Change]:
     outbox row: from there it goes like any other (the pause and the hourly budget apply at the
     claim). The UPDATE is conditional on ``agendado``, so two workers' sweeps, or a cron run
     twice, release a row once; the caller publishes what comes back."""
-    # An address suppressed meanwhile is caught where every send is: the worker's check after
-    # its claim (``app.sending.attempt``) cancels the invite with the reason.
+    # An address suppressed meanwhile had its scheduled invitations called off then
+    # (``call_off_for``); the worker's check after its claim (``app.sending.attempt``) still
+    # stands behind that, as for every send.
     now = utcnow()
     due = (
         select(invites.c.id)
@@ -63,3 +66,18 @@ async def release_due(db: Database, limit: int = 500) -> list[Change]:
             {"status": Status.PENDENTE.value, "next_attempt_at": now, "updated_at": now},
             enqueue=True,
         )
+
+
+async def call_off_for(conn: AsyncConnection, email: str, reason: str) -> list[Change]:
+    """``agendado → cancelado`` with ``reason``: every scheduled invitation to ``email``, any
+    sender's, in the caller's transaction (the suppression that explains it). At its moment the
+    worker would refuse it; until then its row would promise a send."""
+    return await conn.run_sync(
+        transition_all,
+        [
+            invites.c.kind == INVITE,
+            invites.c.status == Status.AGENDADO.value,
+            func.lower(invites.c.email) == email.strip().lower(),
+        ],
+        {"status": Status.CANCELADO.value, "error": reason, "next_attempt_at": None},
+    )
