@@ -149,6 +149,18 @@ async def test_the_invitation_names_its_sender_and_replies_go_to_them(
     assert "Conceição Araújo (ceica@exemplo.com) convidou você" in html_part
 
 
+async def test_a_sender_with_no_name_yet_is_named_by_the_address_once(
+    settings: Settings, smtp: ScriptedSmtp
+) -> None:
+    mailer = Mailer(settings.smtp)
+    await send(mailer, settings, an_invite(sender=(None, "ceica@exemplo.com")))
+    await mailer.close()
+
+    [received] = smtp.received
+    text = received.message.get_body(("plain",)).get_content()
+    assert "\nceica@exemplo.com convidou você." in text
+
+
 async def test_markup_in_the_senders_name_stays_text_in_the_html_part(
     settings: Settings, smtp: ScriptedSmtp
 ) -> None:

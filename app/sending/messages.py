@@ -162,9 +162,10 @@ def _who_invites(invite: Invite) -> str:
     to = f" para {what}" if what else ""
     if invite.sender_email is None:  # written before senders were accounts
         return f"Você recebeu um convite{to}."
-    name = invite.sender_name or invite.sender_email
     # Who invites, plainly: what for is the occasion or the sender's Mensagem, not the tool's name.
-    return f"{name} ({invite.sender_email}) convidou você{to}."
+    if not invite.sender_name:  # an account with no name yet: its address says who, once
+        return f"{invite.sender_email} convidou você{to}."
+    return f"{invite.sender_name} ({invite.sender_email}) convidou você{to}."
 
 
 def _author(invite: Invite) -> str:
