@@ -143,7 +143,10 @@ async def test_resending_an_enviado_invite_is_refused_with_409(
     )
 
     assert response.status_code == 409
-    assert "enviado" in response.json()["erro"]
+    assert response.json()["erro"] == (
+        "O status deste convite é “enviado”; só dá para reenviar com o status “falhou”, "
+        "“incerto”, “expirado”, “recusado” ou “cancelado”."
+    )
 
 
 async def test_resend_is_refused_with_409_while_another_invite_to_the_address_is_on_its_way(

@@ -291,3 +291,4 @@ async def test_a_scheduled_invitation_to_the_address_is_called_off_at_the_opt_ou
         assert [event.status for event in history] == [Status.AGENDADO, Status.CANCELADO]
         page = (await other.get("/")).text
         assert suppression.REFUSALS[Reason.OPTED_OUT] in page and "Sai nessa hora" not in page
+        assert "O convite não foi enviado" not in page  # the headline says it; the reason, why

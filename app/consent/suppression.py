@@ -60,8 +60,10 @@ ROW_NOTES = {
     Reason.COMPLAINED: "Marcou o convite como spam.",
 }
 
-#: An invite queued before its address joined the list, met by the worker: never sent.
-NOT_SENT = "{refusal} O convite não foi enviado."
+#: An invite queued before its address joined the list, met by the worker (or a scheduled one,
+#: called off when the address joined): never sent. Its row's headline says the tail already.
+NOT_SENT_TAIL = " O convite não foi enviado."
+NOT_SENT = "{refusal}" + NOT_SENT_TAIL
 
 #: How operators read each reason on ``/operacao`` and in ``python -m app suppression list``.
 LABELS = {

@@ -314,12 +314,14 @@ def not_in_state(
 ) -> Response:
     """409: this action is only for invites in ``allowed`` (a double click's second request,
     or a page older than the row, lands here), saying the state it is in."""
-    *first, last = [status.value for status in allowed]
+    # Status words as names ("falhou" is no adjective: "está falhou" would not read).
+    *first, last = [f"“{status.value}”" for status in allowed]
     states = f"{', '.join(first)} ou {last}" if first else last
     return error_response(
         request,
         409,
-        f"Este convite está {invite.status.value}; só dá para {action} quando está {states}.",
+        f"O status deste convite é “{invite.status.value}”; só dá para {action} com o status "
+        f"{states}.",
         status=invite.status.value,
     )
 

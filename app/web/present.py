@@ -10,6 +10,7 @@ from typing import Any
 from app.bounces.history import Bounce, bounce_json
 from app.bounces.reasons import in_plain_words
 from app.clock import DISPLAY_TZ, local_hour, local_moment
+from app.consent.suppression import NOT_SENT_TAIL
 from app.invites.records import SIGNIN_MAIL, Event, Invite
 from app.invites.status import LABELS, PAUSED_LABEL, Status
 from app.invites.validation import shown_email
@@ -113,8 +114,11 @@ _SAID: dict[Status, Callable[[Invite], tuple[str, str]]] = {
         "O link não funciona mais. Reenvie se ainda quiser convidar.",
     ),
     Status.CANCELADO: lambda i: (
-        (f"O convite para {shown_email(i.email)} não foi enviado.", i.error)
-        if i.error  # the worker met an address on the suppression list
+        (
+            f"O convite para {shown_email(i.email)} não foi enviado.",
+            i.error.removesuffix(NOT_SENT_TAIL),
+        )
+        if i.error  # its address is on the suppression list
         else (
             f"Convite para {shown_email(i.email)} cancelado.",
             # Cancelled before any mail was known to leave (agendado, paused, after a failure,
