@@ -23,7 +23,7 @@ from app.clock import local_moment, utcnow
 from app.config import Settings
 from app.consent.confirmation import LINK_TTL_SECONDS
 from app.consent.optout import UNSUBSCRIBE_SUBJECT, optout_path
-from app.invites.occasion import occasion_of, occasion_words
+from app.invites.occasion import ZONE, occasion_of, occasion_words
 from app.invites.records import ERASURE_MAIL, SIGNIN_MAIL, WEBHOOK_MAIL, Invite
 from app.sending.mailer import OutgoingMail, PermanentSendError
 
@@ -158,7 +158,7 @@ NO_LINKS_IN_MESSAGE = "Endereços na mensagem aparecem sem link: quem os escreve
 
 
 def _who_invites(invite: Invite) -> str:
-    what = occasion_words(invite)
+    what = occasion_words(invite, zone=True)
     to = f" para {what}" if what else ""
     if invite.sender_email is None:  # written before senders were accounts
         return f"Você recebeu um convite{to}."
@@ -261,10 +261,10 @@ def reminder(settings: Settings, invite: Invite, token: str, expires_at: datetim
     link = f"{settings.public_url}/c/{token}"
     optout = settings.public_url + optout_path(settings.secret_key, invite.public_id, invite.email)
     author = _author(invite)
-    what = occasion_words(invite)
+    what = occasion_words(invite, zone=True)
     to = f" para {what}" if what else ""
     who = f"{author} convidou você{to} e ainda não recebeu sua resposta."
-    until = f"O convite vale até {local_moment(expires_at)} (horário de Brasília)."
+    until = f"O convite vale até {local_moment(expires_at)}{ZONE}."
     answer = "Para aceitar ou recusar, abra o link:"
     text = "\n\n".join(
         [_greeting(invite), who, until, f"{ONLY_LINK} {answer}\n{link}", f"{OPT_OUT}:\n{optout}"]
