@@ -190,6 +190,24 @@ async def test_lembrar_asks_once_and_then_waits_the_gap(
     assert len(mails_to(smtp, "ana@exemplo.com.br")) == 3
 
 
+async def test_lembrar_late_says_the_invite_ends_before_another_could_go(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, clock: MovableClock
+) -> None:
+    """Not a moment after the invitation expires: a promise the button could not keep."""
+    public_id, _ = await invited(client, settings, smtp)
+    path = f"/convites/{public_id}/lembrar"
+    clock.advance(settings.invite_ttl_seconds - settings.reminder_min_gap_seconds / 2)
+    assert (await client.post(path, headers=await api_headers(client))).status_code == 202
+    await drain(settings)
+
+    late = await client.post(path, headers=await api_headers(client))
+
+    assert late.status_code == 409
+    assert late.json()["erro"] == (
+        "Você já lembrou esta pessoa. O convite termina antes de dar para lembrar de novo."
+    )
+
+
 async def test_an_invite_whose_reminder_is_being_handed_over_cannot_be_cancelled_until_it_left(
     client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
 ) -> None:
