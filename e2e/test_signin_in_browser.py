@@ -12,7 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page, expect
 
 from e2e.conftest import Stack
-from e2e.spoken import polite, read_through, spoken
+from e2e.spoken import polite, read_through, spoken, wait_for_spoken
 from e2e.test_live_pages import (
     EMAIL_FIELD,
     RECEIVED,
@@ -171,6 +171,9 @@ def test_conta_lists_the_open_sessions_and_ends_one_or_all(
         "end of form",
     ]
 
+    ended = (
+        "Sessão encerrada. Quem estava usando aquele aparelho precisa de um novo link para entrar."
+    )
     laptop.get_by_role("button", name=re.compile(r"^Encerrar Safari no iPhone")).click()
     expect(laptop).to_have_url(re.compile(r"/conta\?encerrada=1#sessoes$"))
     expect(laptop.locator(".aviso-sucesso")).to_have_text(
@@ -183,6 +186,8 @@ def test_conta_lists_the_open_sessions_and_ends_one_or_all(
         "end of paragraph",
     ]
     expect(laptop.get_by_role("button", name=re.compile(r"^Encerrar"))).to_have_count(1)
+    wait_for_spoken(laptop, polite(ended))  # what the press did, heard once
+    assert spoken(laptop).count(polite(ended)) == 1
     phone.goto("/convites")
     expect(phone).to_have_url(re.compile(r"/entrar$"))  # the phone is signed out
 
@@ -195,6 +200,9 @@ def test_conta_lists_the_open_sessions_and_ends_one_or_all(
         "Você saiu de todos os aparelhos. Para entrar de novo, peça um link.",
         "end of paragraph",
     ]
+    wait_for_spoken(
+        laptop, polite("Você saiu de todos os aparelhos. Para entrar de novo, peça um link.")
+    )
     assert Axe().run(laptop).violations_count == 0
     laptop.goto("/convites")
     expect(laptop).to_have_url(re.compile(r"/entrar$"))

@@ -587,6 +587,11 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-anuncio-uma-vez]").forEach(announceOnce);
+    // What an action just did, on the page it came back to (Webhook excluído, Sessão
+    // encerrada): a screen reader hears it, not only an eye that finds it.
+    document.querySelectorAll("[data-anuncio-ao-abrir]").forEach(function (element) {
+      say("status", element.textContent.trim());
+    });
     document.querySelectorAll("li.convite").forEach(watchSlow);
     loadBatchPage();
     // GOV.UK's error summary takes focus, so the person hears what to fix first.
