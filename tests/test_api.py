@@ -189,6 +189,13 @@ async def test_the_api_answers_as_the_pages_do(
         headers=bearer(key, **{"Content-Type": "application/json"}),
     )
     assert broken.status_code == 400 and "erro" in broken.json()
+    # JSON sent as text/plain (curl's -d without the header) is not an empty form.
+    plain = await api.post(
+        "/api/v1/convites",
+        content=b'{"email": "bia@exemplo.com"}',
+        headers=bearer(key, **{"Content-Type": "text/plain"}),
+    )
+    assert plain.status_code == 400 and "Content-Type: application/json" in plain.json()["erro"]
     missing = await api.get("/api/v1/convites/nao-existe", headers=bearer(key))
     assert missing.status_code == 404 and missing.json() == {
         "erro": "Este convite não foi encontrado: talvez tenha sido apagado."

@@ -20,8 +20,19 @@ class BadBody(ValueError):
     """The request body is not something we can read (malformed JSON, not an object)."""
 
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
 async def read_body(request: Request) -> dict[str, Any]:
-    if request.headers.get("content-type", "").startswith("application/json"):
+    kind = request.headers.get("content-type", "")
+    if kind and not kind.startswith(("application/json", *FORM_TYPES)):
+        # JSON sent as text/plain (a curl without -H) would read as an empty form: "informe o
+        # e-mail" about a body that has one.
+        raise BadBody(
+            "Envie o corpo como JSON, com o cabeçalho Content-Type: application/json "
+            "(ou como formulário)."
+        )
+    if kind.startswith("application/json"):
         try:
             data = json.loads(await request.body())
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
