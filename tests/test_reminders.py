@@ -130,6 +130,19 @@ async def test_an_address_suppressed_since_the_invitation_is_never_reminded(
     assert len(smtp.received) == 1  # the invitation only
 
 
+async def test_lembrar_to_an_address_suppressed_since_is_refused_and_asks_nothing(
+    client: httpx.AsyncClient, settings: Settings, smtp: ScriptedSmtp, db: Database
+) -> None:
+    public_id, _ = await invited(client, settings, smtp)
+    await suppression.suppress(db, "ana@exemplo.com.br", suppression.Reason.OPTED_OUT)
+
+    asked = await client.post(f"/convites/{public_id}/lembrar", headers=await api_headers(client))
+
+    assert asked.status_code == 422
+    assert asked.json()["erro"] == suppression.REFUSALS[suppression.Reason.OPTED_OUT]
+    assert (await invite_row(db, public_id)).reminder_requested_at is None
+
+
 async def test_two_workers_claiming_at_once_claim_one_reminder(
     client: httpx.AsyncClient,
     settings: Settings,
@@ -173,8 +186,11 @@ async def test_lembrar_asks_once_and_then_waits_the_gap(
     asked = await client.post(path, headers=await api_headers(client))
     twice = await client.post(path, headers=await api_headers(client))
     assert asked.status_code == 202 and twice.status_code == 409
+    assert asked.json()["lembrete_pedido_em"] is not None  # an API client sees it was asked
     assert "já foi pedido" in twice.json()["erro"]
     await drain(settings)
+    shown = (await client.get(f"/convites/{public_id}", headers=JSON)).json()
+    assert shown["lembrete_pedido_em"] is None and shown["lembrete"] == "enviado"
     assert mails_to(smtp, "ana@exemplo.com.br")[-1] == "Lembrete: Marta Souza convidou você…"
     assert answer_link(smtp, "ana@exemplo.com.br") == link
 

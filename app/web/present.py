@@ -376,6 +376,7 @@ def invite_json(invite: Invite, now: datetime, slow_after_seconds: float) -> dic
         "ocasiao_em": iso(invite.occasion_at),
         "ocasiao_local": invite.occasion_place,
         "lembrete_em": iso(invite.reminded_at),
+        "lembrete_pedido_em": iso(invite.reminder_requested_at),
         "proxima_tentativa_em": iso(invite.next_attempt_at)
         if invite.status == Status.PENDENTE
         else None,

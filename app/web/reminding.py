@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.clock import local_moment, utcnow
+from app.consent.suppression import refusal_for
 from app.invites import queries
 from app.invites.records import Invite
 from app.invites.status import Status
@@ -37,6 +38,11 @@ async def remind(request: Request) -> Response:
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
+    refusal = await refusal_for(db_of(request), invite.email)
+    if refusal is not None:
+        # On the suppression list since the invitation went: no reminder either (the worker
+        # would refuse it and the history would say "não enviado").
+        return error_response(request, 422, refusal)
     settings = settings_of(request)
     gap = settings.reminder_min_gap_seconds
     asked = await reminders.request(
