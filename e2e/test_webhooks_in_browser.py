@@ -1,7 +1,8 @@
 """/conta/webhooks in Chromium: create a webhook (its secret shown once, read first), watch an
-invite's changes fail at a real receiver, **Reenviar** one and see it delivered; axe-clean on
-every page, read in order, and no live region says anything (every change here is a whole new
-page, read in order). A webhook disabled after ``WEBHOOK_MAX_FAILURES`` failures in a row: its
+invite's changes fail at a real receiver, **Reenviar** one and see it delivered, then **Excluir**
+it through its confirmation page; axe-clean on every page, read in order (every change here is a
+whole new page), and the status region says only what a press just did, once. A webhook
+disabled after ``WEBHOOK_MAX_FAILURES`` failures in a row: its
 notice is spoken once, in the status region, the first time the page shows it (a reload is
 silent), and its owner gets one mail."""
 
@@ -148,6 +149,31 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
         }
         assert len(ids) == 1  # every attempt and the resend: one webhook-id
 
+        # Excluir asks first, saying what goes with it; only its button deletes.
+        page.get_by_role("link", name=f"Excluir o webhook {receiver.url}").click()
+        expect(page).to_have_url(re.compile(r"/conta/webhooks/[\w-]+/excluir$"))
+        assert Axe().run(page).violations_count == 0
+        assert read_through(page)[:4] == [
+            "main",
+            "status",
+            "alert",
+            f"heading, Excluir o webhook {receiver.url}?, level 1",
+        ]
+        page.get_by_role("button", name="Excluir webhook").click()
+        expect(page).to_have_url(re.compile(r"/conta/webhooks\?excluido=1$"))
+        removed = "Webhook excluído. Nenhum evento será mais enviado para ele."
+        wait_for_spoken(page, polite(removed))
+        assert read_through(page) == [
+            "main",
+            *["status", removed, "end of status"],
+            "alert",
+            *INTRO,
+            *["paragraph", removed, "end of paragraph"],
+            *NONE_YET,
+            *CREATE,
+        ]
+        assert spoken(page) == [polite(removed)]
+
 
 def test_a_disabled_webhook_is_announced_once_and_its_owner_mailed_once(
     page: Page, smtp_server: ScriptedSmtp
@@ -257,12 +283,12 @@ def hook_list(*deliveries: list[str]) -> list[str]:
         "paragraph",
         "Ativo.",
         "end of paragraph",
-        "form",
-        "button, Excluir o webhook <url>",
+        "paragraph",
+        "link, Excluir o webhook <url>",
         "Excluir",
         "o webhook <url>",
-        "end of button, Excluir o webhook <url>",
-        "end of form",
+        "end of link, Excluir o webhook <url>",
+        "end of paragraph",
         "heading, Entregas recentes, level 4",
         "list",
         *items,

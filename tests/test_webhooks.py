@@ -616,6 +616,11 @@ async def test_webhooks_are_listed_and_deleted_only_by_their_account(
         }
         gone = await other.delete(f"/api/v1/webhooks/{webhook_id}", headers=bearer(other_key))
         assert gone.status_code == 404
+        assert (await other.get(f"/conta/webhooks/{webhook_id}/excluir")).status_code == 404
+    # The page asks first (what goes with it), then deletes on the confirmation's button.
+    confirm = await client.get(f"/conta/webhooks/{webhook_id}/excluir")
+    assert confirm.status_code == 200 and "Excluir webhook</button>" in confirm.text
+    assert receiver.url in confirm.text and "as entregas dele" in confirm.text
     answer = (await client.get("/api/v1/webhooks", headers=bearer(key))).json()
     matches(answer, "ListaWebhooks")
     listed = answer["webhooks"]

@@ -106,7 +106,19 @@ async def confirm_revoke(request: Request) -> Response:
     )
     if not key:
         return error_response(request, 404, NOT_FOUND)
-    return render(request, "conta_chave_revogar.html", {"key": key})
+    return render(
+        request,
+        "confirmar.html",
+        {
+            "question": f"Revogar a chave “{key.name}”?",
+            "explanation": "Os programas que usam esta chave deixam de conseguir entrar na hora. "
+            "Isso não pode ser desfeito: para voltar a usar a API, crie uma chave nova.",
+            "action": f"/conta/chaves/{key.public_id}/revogar",
+            "button": "Revogar chave",
+            "back": "/conta/chaves",
+            "back_text": "Voltar sem revogar",
+        },
+    )
 
 
 @signed_in

@@ -73,6 +73,7 @@ def routes(settings: Settings, static: StaticAssets) -> list[BaseRoute]:
         Route("/conta/chaves/{public_id}/revogar", api_keys.revoke, methods=["POST"]),
         Route("/conta/webhooks", webhooks.show, methods=["GET"]),
         Route("/conta/webhooks", webhooks.create, methods=["POST"]),
+        Route("/conta/webhooks/{public_id}/excluir", webhooks.confirm_remove, methods=["GET"]),
         Route("/conta/webhooks/{public_id}/excluir", webhooks.remove, methods=["POST"]),
         Route("/conta/webhooks/entregas/{public_id}/reenviar", webhooks.resend, methods=["POST"]),
         Route("/conta/sessoes/encerrar-todas", open_sessions.end_all, methods=["POST"]),

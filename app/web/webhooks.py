@@ -154,6 +154,31 @@ def _public_id(request: Request) -> str | None:
 
 
 @signed_in
+async def confirm_remove(request: Request) -> Response:
+    """GET /conta/webhooks/{id}/excluir: "are you sure?", with what deleting does."""
+    public_id = _public_id(request)
+    hook = public_id and await store.one_of_account(
+        db_of(request), request.state.account.id, public_id
+    )
+    if not hook:
+        return error_response(request, 404, NOT_FOUND)
+    return render(
+        request,
+        "confirmar.html",
+        {
+            "question": f"Excluir o webhook {hook.url}?",
+            "explanation": "Ele deixa de receber as mudanças dos seus convites na hora, e as "
+            "entregas dele, com as respostas que o servidor deu, são apagadas. Isso não pode ser "
+            "desfeito: para voltar a receber, crie o webhook de novo (com um segredo novo).",
+            "action": f"/conta/webhooks/{hook.public_id}/excluir",
+            "button": "Excluir webhook",
+            "back": "/conta/webhooks",
+            "back_text": "Voltar sem excluir",
+        },
+    )
+
+
+@signed_in
 async def remove(request: Request) -> Response:
     """POST /conta/webhooks/{id}/excluir (and DELETE /api/v1/webhooks/{id}): the webhook and its
     deliveries are gone; nothing more is sent to it (404: no such webhook of this account)."""

@@ -113,6 +113,15 @@ async def of_account(db: Database, account_id: int) -> list[Webhook]:
         return [record_from(Webhook, row) for row in (await conn.execute(query)).all()]
 
 
+async def one_of_account(db: Database, account_id: int, public_id: str) -> Webhook | None:
+    query = select(webhooks).where(
+        webhooks.c.account_id == account_id, webhooks.c.public_id == public_id
+    )
+    async with db.read() as conn:
+        row = (await conn.execute(query)).first()
+    return record_from(Webhook, row) if row else None
+
+
 async def disabled_count(db: Database, account_id: int) -> int:
     """How many of the account's webhooks were disabled (``/conta`` shows a sign)."""
     query = select(func.count()).where(
