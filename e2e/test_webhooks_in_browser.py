@@ -234,6 +234,7 @@ def _heard(page: Page, url: str, selector: str = "main") -> list[str]:
 
 def delivery(kind: str, state: str, code: str, answer: str, attempts: int) -> list[str]:
     """What a delivery's list item says (its position is added by ``hook_list``)."""
+    queued = state == "pendente" and not attempts  # sent again by Reenviar, not yet tried
     said = [
         "paragraph",
         "strong",
@@ -246,7 +247,7 @@ def delivery(kind: str, state: str, code: str, answer: str, attempts: int) -> li
         answer,
         "end of paragraph",
         "paragraph",
-        f"Tentativas: {attempts}.",
+        f"Tentativas: {attempts}." + (" Na fila: sai em instantes." if queued else ""),
         "end of paragraph",
     ]
     if state == "falhou":
