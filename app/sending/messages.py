@@ -318,7 +318,7 @@ def erasure_confirmation(
     lines = (
         "Alguém pediu, na página de um convite, para apagar os dados deste endereço no Convites.",
         "Para confirmar, abra o link abaixo e aperte Apagar meus dados:",
-        f"Ele vale por {hours} horas. Se não foi você quem pediu, ignore este e-mail: "
+        f"O link vale por {hours} horas. Se não foi você quem pediu, ignore este e-mail: "
         "nada será apagado.",
     )
     text = f"Olá!\n\n{lines[0]}\n\n{lines[1]}\n{link}\n\n{lines[2]}\n"
