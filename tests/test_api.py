@@ -23,6 +23,7 @@ from app.storage.database import Database
 from app.storage.tables import api_keys, idempotency_keys
 from app.web import api
 from app.web import api_keys as keys_page
+from app.web import invites as invites_web
 from app.web.common import API_PREFIX
 from app.web.routes import routes
 from app.web.static import StaticAssets
@@ -189,6 +190,13 @@ async def test_the_api_answers_as_the_pages_do(
         headers=bearer(key, **{"Content-Type": "application/json"}),
     )
     assert broken.status_code == 400 and "erro" in broken.json()
+    typo = await api.post(
+        "/api/v1/convites",
+        json={"email": "bia@exemplo.com", "mensgem": "Vem!"},
+        headers=bearer(key),
+    )
+    assert typo.status_code == 422  # not an invite sent without its message
+    assert typo.json()["campos"] == {"mensgem": invites_web.UNKNOWN_FIELD}
     # JSON sent as text/plain (curl's -d without the header) is not an empty form.
     plain = await api.post(
         "/api/v1/convites",

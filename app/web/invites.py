@@ -157,6 +157,9 @@ async def create(request: Request) -> Response:
     except BadBody as exc:
         return error_response(request, 400, str(exc))
     send_at, occasion, errors = when_and_occasion(request, data)
+    if _json_body(request):
+        # A program's typo ("mensgem") would otherwise send the invite without its message.
+        errors |= {key: UNKNOWN_FIELD for key in data if key not in FORM_FIELDS}
     try:
         invite_request = parse_invite(data)
     except InvalidInvite as exc:
@@ -196,8 +199,9 @@ async def create(request: Request) -> Response:
     return accepted(request, change, fresh_form=True)
 
 
-#: The fields of the invite form, as typed (shown again after a refusal).
+#: The fields of the invite form, as typed (shown again after a refusal); a JSON body has these.
 FORM_FIELDS = ("email", "nome", "mensagem", "enviar_em", "ocasiao", "ocasiao_em", "ocasiao_local")
+UNKNOWN_FIELD = f"Este campo não existe. Os campos de um convite são: {', '.join(FORM_FIELDS)}."
 
 
 def _json_body(request: Request) -> bool:
