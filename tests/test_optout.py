@@ -292,3 +292,30 @@ async def test_a_scheduled_invitation_to_the_address_is_called_off_at_the_opt_ou
         page = (await other.get("/")).text
         assert suppression.REFUSALS[Reason.OPTED_OUT] in page and "Sai nessa hora" not in page
         assert "O convite não foi enviado" not in page  # the headline says it; the reason, why
+
+
+async def test_taking_the_opt_out_back_restores_the_scheduled_invitations_it_called_off(
+    client: httpx.AsyncClient,
+    anonymous_client: httpx.AsyncClient,
+    settings: Settings,
+    smtp: ScriptedSmtp,
+    db: Database,
+) -> None:
+    """A mistaken click undone in time: the other sender's invitation goes at its moment, as if
+    the opt-out had never been; the way back promises no less."""
+    public_id, _ = await invited(client, settings, smtp)
+    async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
+        when = (utcnow() + timedelta(days=2)).isoformat()
+        body = {"email": INVITEE, "enviar_em": when}
+        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+    path = optout_path(settings.secret_key, public_id, INVITEE)
+    await anonymous_client.post(path)
+    assert (await invite_row(db, scheduled.json()["id"])).status == Status.CANCELADO
+
+    done = await anonymous_client.get(path)
+    await anonymous_client.post(f"{path}/voltar", data={"csrf_token": page_token(done.text)})
+
+    row = await invite_row(db, scheduled.json()["id"])
+    assert (row.status, row.error) == (Status.AGENDADO, None)
+    history = await invite_history(db, row.id)
+    assert [e.status for e in history] == [Status.AGENDADO, Status.CANCELADO, Status.AGENDADO]

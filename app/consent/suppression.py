@@ -207,9 +207,14 @@ async def lift_hash(
     async with _connection(source, write=True) as conn:
         removed = delete(suppressions).where(*where).returning(*suppressions.c)
         row = (await conn.execute(removed)).first()
-    if row is None:
-        return None
-    entry = _entry(row)
+        if row is None:
+            return None
+        entry = _entry(row)
+        if entry.email is not None:
+            # What the entry called off goes at its moment again; the senders' open pages hear
+            # it from the live hub's periodic check (no caller here holds an announcer).
+            note = NOT_SENT.format(refusal=REFUSALS[entry.reason])
+            await transitions.restore_called_off(conn, entry.email, note)
     log.warning(
         "suppression lifted",
         extra={

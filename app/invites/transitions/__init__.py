@@ -15,7 +15,12 @@ from app.invites.transitions.answered import (
     mark_unwanted,
 )
 from app.invites.transitions.bounced import mark_bounced
-from app.invites.transitions.scheduled import call_off_for, release_due, reschedule
+from app.invites.transitions.scheduled import (
+    call_off_for,
+    release_due,
+    reschedule,
+    restore_called_off,
+)
 from app.invites.transitions.sending import (
     Claimed,
     cancel_claim,
@@ -53,5 +58,6 @@ __all__ = [
     "request_resend",
     "request_resend_many",
     "reschedule",
+    "restore_called_off",
     "schedule_retry",
 ]

@@ -3,6 +3,7 @@
 agendado → agendado (the sender reschedules, before its time)
 agendado → pendente (the sweep, once ``send_at`` has come: the row, its event and its outbox row)
 agendado → cancelado, with the reason (its address joined the suppression list meanwhile)
+cancelado → agendado (that entry was lifted before the moment: the opt-out taken back)
 """
 
 from __future__ import annotations
@@ -80,4 +81,23 @@ async def call_off_for(conn: AsyncConnection, email: str, reason: str) -> list[C
             func.lower(invites.c.email) == email.strip().lower(),
         ],
         {"status": Status.CANCELADO.value, "error": reason, "next_attempt_at": None},
+    )
+
+
+async def restore_called_off(conn: AsyncConnection, email: str, reason: str) -> list[Change]:
+    """``cancelado → agendado``: the invitations ``call_off_for`` cancelled with ``reason``,
+    whose moment is still ahead, when the address leaves the list (its owner took the opt-out
+    back, or an operator lifted a wrong entry): they go at their moment, as if never touched.
+    One cancelled at its claim (its moment had come) or by its sender is not this."""
+    return await conn.run_sync(
+        transition_all,
+        [
+            invites.c.kind == INVITE,
+            invites.c.status == Status.CANCELADO.value,
+            invites.c.error == reason,
+            invites.c.sent_at.is_(None),
+            invites.c.send_at > utcnow(),
+            func.lower(invites.c.email) == email.strip().lower(),
+        ],
+        {"status": Status.AGENDADO.value, "error": None},
     )
