@@ -157,7 +157,7 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
             "main",
             "status",
             "alert",
-            f"heading, Excluir o webhook {receiver.url}?, level 1",
+            f"heading, Excluir o webhook “{receiver.url}”?, level 1",
         ]
         page.get_by_role("button", name="Excluir webhook").click()
         expect(page).to_have_url(re.compile(r"/conta/webhooks\?excluido=1$"))

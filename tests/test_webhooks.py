@@ -553,6 +553,26 @@ async def test_a_second_webhook_for_the_same_url_is_refused(client: httpx.AsyncC
     assert [hook["url"] for hook in listed] == [url]
 
 
+async def test_a_webhook_kept_before_urls_were_normalised_still_counts_as_the_same(
+    db: Database, client: httpx.AsyncClient
+) -> None:
+    key = await new_key(client)
+    made = await client.post(
+        "/api/v1/webhooks", json={"url": "http://127.0.0.1:9/x"}, headers=bearer(key)
+    )
+    async with db.write() as conn:  # as an older version kept it: as typed
+        await conn.execute(
+            update(webhooks)
+            .where(webhooks.c.public_id == made.json()["id"])
+            .values(url="http://127.0.0.1:9/x?#topo")
+        )
+    again = await client.post(
+        "/api/v1/webhooks", json={"url": "http://127.0.0.1:9/x"}, headers=bearer(key)
+    )
+    assert again.status_code == 422
+    assert again.json()["campos"] == {"url": webhook_pages.SAME_URL}
+
+
 def test_what_no_request_carries_is_not_kept() -> None:
     kept = addresses.check_form("https://exemplo.com?#topo", allow_private=False)
     assert kept == "https://exemplo.com/"

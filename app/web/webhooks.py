@@ -166,7 +166,7 @@ async def confirm_remove(request: Request) -> Response:
         request,
         "confirmar.html",
         {
-            "question": f"Excluir o webhook {hook.url}?",
+            "question": f"Excluir o webhook “{hook.url}”?",
             "explanation": "Ele deixa de receber as mudanças dos seus convites na hora, e as "
             "entregas dele, com as respostas que o servidor deu, são apagadas. Isso não pode ser "
             "desfeito: para voltar a receber, crie o webhook de novo (com um segredo novo).",

@@ -8,8 +8,8 @@ and again at every delivery, after DNS (a name can be pointed elsewhere later), 
 then connects to the very address that was checked (``Target``), so a second lookup cannot swap
 it. The URL kept is the one ``httpx`` would send: a non-ASCII host is written in IDNA
 (``xn--…``), so a delivery never meets a URL it cannot encode; what no request carries (a
-fragment, an empty query, an empty path) is left out, so one receiver has one spelling (an
-account may have one webhook per URL).
+fragment, an empty query) is left out and an empty path is written ``/``, so one receiver has
+one spelling (an account may have one webhook per URL).
 """
 
 from __future__ import annotations

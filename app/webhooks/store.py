@@ -20,6 +20,7 @@ from app.clock import utcnow
 from app.invites.records import record_from
 from app.storage.database import Database
 from app.storage.tables import invites, webhook_deliveries, webhooks
+from app.webhooks import addresses
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks gives secrets)
 #: Deliveries shown per webhook on its page, newest first.
@@ -75,6 +76,15 @@ class SameUrl(Exception):
     would reach it twice."""
 
 
+def _as_kept(url: str) -> str:
+    """``url`` as registration writes it now: a row kept before (``…/hook?``, ``…/hook#x``)
+    still counts as the same receiver."""
+    try:
+        return addresses.check_form(url, allow_private=True)
+    except addresses.Refused:  # kept before its form was checked this closely
+        return url
+
+
 async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]:
     """A new webhook of the account; its row and its secret (the only time it is given).
     ``Full`` or ``SameUrl`` when it cannot have one more."""
@@ -85,7 +95,7 @@ async def create(db: Database, account_id: int, url: str) -> tuple[Webhook, str]
         urls = list((await conn.execute(mine)).scalars())
         if len(urls) >= MAX_PER_ACCOUNT:
             raise Full
-        if url in urls:
+        if url in {_as_kept(kept) for kept in urls}:
             raise SameUrl
         row = (
             await conn.execute(
