@@ -197,13 +197,15 @@ async def test_the_api_answers_as_the_pages_do(
     )
     assert typo.status_code == 422  # not an invite sent without its message
     assert typo.json()["campos"] == {"mensgem": invites_web.UNKNOWN_FIELD}
-    # JSON sent as text/plain (curl's -d without the header) is not an empty form.
-    plain = await api.post(
-        "/api/v1/convites",
-        content=b'{"email": "bia@exemplo.com"}',
-        headers=bearer(key, **{"Content-Type": "text/plain"}),
-    )
-    assert plain.status_code == 400 and "Content-Type: application/json" in plain.json()["erro"]
+    # JSON under another type (text/plain, curl -d's form type, none) is not an empty form.
+    for kind in ("text/plain", "application/x-www-form-urlencoded", None):
+        plain = await api.post(
+            "/api/v1/convites",
+            content=b'{"email": "bia@exemplo.com"}',
+            headers=bearer(key, **({"Content-Type": kind} if kind else {})),
+        )
+        assert plain.status_code == 400, kind
+        assert "Content-Type: application/json" in plain.json()["erro"]
     missing = await api.get("/api/v1/convites/nao-existe", headers=bearer(key))
     assert missing.status_code == 404 and missing.json() == {
         "erro": "Este convite não foi encontrado: talvez tenha sido apagado."

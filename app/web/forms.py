@@ -23,15 +23,13 @@ class BadBody(ValueError):
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+NOT_JSON_TYPED = (
+    "Envie o corpo JSON com o cabeçalho Content-Type: application/json (ou envie um formulário)."
+)
+
+
 async def read_body(request: Request) -> dict[str, Any]:
-    kind = request.headers.get("content-type", "")
-    if kind and not kind.startswith(("application/json", *FORM_TYPES)):
-        # JSON sent as text/plain (a curl without -H) would read as an empty form: "informe o
-        # e-mail" about a body that has one.
-        raise BadBody(
-            "Envie o corpo como JSON, com o cabeçalho Content-Type: application/json "
-            "(ou como formulário)."
-        )
+    kind = request.headers.get("content-type", "").lower()
     if kind.startswith("application/json"):
         try:
             data = json.loads(await request.body())
@@ -40,6 +38,12 @@ async def read_body(request: Request) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise BadBody('Envie um objeto JSON, por exemplo {"email": "ana@exemplo.com"}.')
         return data
+    # JSON under another type (text/plain, curl -d's form type, none) would read as an empty
+    # form: "informe o e-mail" about a body that has one. No form's body starts with "{".
+    if kind and not kind.startswith(FORM_TYPES):
+        raise BadBody(NOT_JSON_TYPED)
+    if not kind.startswith(FORM_TYPES[1]) and (await request.body()).lstrip().startswith(b"{"):
+        raise BadBody(NOT_JSON_TYPED)
     form = await request.form()
     return {key: value for key, value in form.items() if isinstance(value, str)}
 
