@@ -10,7 +10,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from e2e.spoken import polite, read_through, spoken
+from e2e.spoken import polite, read_through, spoken, wait_for_spoken
 
 pytestmark = pytest.mark.e2e
 
@@ -116,12 +116,16 @@ def test_a_key_is_created_shown_once_listed_and_revoked(page: Page) -> None:
         "end of paragraph",
     ]
     page.get_by_role("button", name="Revogar chave").click()
-    expect(page).to_have_url(re.compile(r"/conta/chaves\?revogada=1$"))
+    expect(page).to_have_url(re.compile(r"/conta/chaves$"))  # ?revogada=1 said, then dropped
     assert Axe().run(page).violations_count == 0
     notice = ["paragraph", REVOKED, "end of paragraph"]
     said = ["status", REVOKED, "end of status"]  # what the press did, heard once
+    wait_for_spoken(page, polite(REVOKED))
     assert read_through(page) == ["main", *said, "alert", *INTRO, *notice, *NO_KEYS, *CREATE]
     assert spoken(page) == [polite(REVOKED)]
+    page.reload()  # the address lost its ?revogada=1: nothing is said or shown again
+    page.wait_for_function("window.htmx !== undefined")
+    expect(page.locator("[data-anuncio-ao-abrir]")).to_have_count(0)
 
 
 def test_a_key_without_a_name_is_refused_with_the_field_saying_why(page: Page) -> None:

@@ -175,7 +175,7 @@ def test_conta_lists_the_open_sessions_and_ends_one_or_all(
         "Sessão encerrada. Quem estava usando aquele aparelho precisa de um novo link para entrar."
     )
     laptop.get_by_role("button", name=re.compile(r"^Encerrar Safari no iPhone")).click()
-    expect(laptop).to_have_url(re.compile(r"/conta\?encerrada=1#sessoes$"))
+    expect(laptop).to_have_url(re.compile(r"/conta#sessoes$"))  # ?encerrada=1 said, dropped
     expect(laptop.locator(".aviso-sucesso")).to_have_text(
         "Sessão encerrada. Quem estava usando aquele aparelho precisa de um novo link para entrar."
     )
@@ -192,7 +192,7 @@ def test_conta_lists_the_open_sessions_and_ends_one_or_all(
     expect(phone).to_have_url(re.compile(r"/entrar$"))  # the phone is signed out
 
     laptop.get_by_role("button", name="Sair de todos os aparelhos").click()
-    expect(laptop).to_have_url(re.compile(r"/entrar\?saiu=todos$"))
+    expect(laptop).to_have_url(re.compile(r"/entrar$"))  # ?saiu=todos said, then dropped
     assert read_through(laptop)[:5] == [
         "main",
         "heading, Entrar no Convites, level 1",

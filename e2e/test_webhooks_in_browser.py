@@ -114,11 +114,12 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
 
         receiver.script = []  # the receiver is back: 200 from now on
         page.get_by_role("button", name=f"Reenviar convite.enviado {ABOUT}").click()
-        expect(page).to_have_url(re.compile(r"/conta/webhooks\?reenviada=1$"))
+        expect(page).to_have_url(re.compile(r"/conta/webhooks$"))  # ?reenviada=1 said, then dropped
         assert Axe().run(page).violations_count == 0
         resent = "Entrega enviada de novo para a fila. Acompanhe o resultado abaixo."
         again = ["paragraph", resent, "end of paragraph"]
         queued = delivery("convite.enviado", "pendente", "500", "falhou aqui", 0)
+        wait_for_spoken(page, polite(resent))
         assert (
             _heard(page, receiver.url)
             == [
@@ -160,7 +161,7 @@ def test_a_webhook_is_created_its_deliveries_shown_and_a_failed_one_sent_again(
             f"heading, Excluir o webhook “{receiver.url}”?, level 1",
         ]
         page.get_by_role("button", name="Excluir webhook").click()
-        expect(page).to_have_url(re.compile(r"/conta/webhooks\?excluido=1$"))
+        expect(page).to_have_url(re.compile(r"/conta/webhooks$"))  # ?excluido=1 said, then dropped
         removed = "Webhook excluído. Nenhum evento será mais enviado para ele."
         wait_for_spoken(page, polite(removed))
         assert read_through(page) == [

@@ -588,10 +588,15 @@
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-anuncio-uma-vez]").forEach(announceOnce);
     // What an action just did, on the page it came back to (Webhook excluído, Sessão
-    // encerrada): a screen reader hears it, not only an eye that finds it.
-    document.querySelectorAll("[data-anuncio-ao-abrir]").forEach(function (element) {
+    // encerrada): a screen reader hears it, not only an eye that finds it. The address loses
+    // the query that asked for it, so a reload or Back does not say it again.
+    var notices = document.querySelectorAll("[data-anuncio-ao-abrir]");
+    notices.forEach(function (element) {
       say("status", element.textContent.trim());
     });
+    if (notices.length) {
+      history.replaceState(history.state, "", location.pathname + location.hash);
+    }
     document.querySelectorAll("li.convite").forEach(watchSlow);
     loadBatchPage();
     // GOV.UK's error summary takes focus, so the person hears what to fix first.
