@@ -39,7 +39,7 @@ async def remind(request: Request) -> Response:
     if isinstance(invite, Response):
         return invite
     refusal = await refusal_for(db_of(request), invite.email)
-    if refusal is not None:
+    if refusal is not None and invite.status == Status.ENVIADO:  # any other state: its 409
         # On the suppression list since the invitation went: no reminder either (the worker
         # would refuse it and the history would say "não enviado").
         return error_response(request, 422, refusal)
