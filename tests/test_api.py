@@ -311,6 +311,11 @@ async def test_batches_and_cursor_pages(
     )
     verdicts = [(row["linha"], row["resultado"]) for row in refused.json()["linhas"]]
     assert verdicts == [(1, "ok"), (2, "invalido")]
+    typo = await api.post(
+        "/api/v1/lotes", json={"enderecos": "ok@exemplo.com", "mensgem": "Oi"}, headers=bearer(key)
+    )
+    assert typo.status_code == 400  # not every row sent without its message
+    assert typo.json()["erro"].startswith("Campo desconhecido: mensgem.")
 
     addresses = "\n".join(f"pessoa{n}@exemplo.com" for n in range(21))
     sent = await api.post("/api/v1/lotes", json={"enderecos": addresses}, headers=bearer(key))

@@ -21,6 +21,7 @@ from app.web.invites import when_and_occasion
 #: The fields every invite of a batch shares besides the Mensagem: "Enviar em" and the
 #: occasion, named as on the single form (the same checks, the same words).
 SHARED_FIELDS = ("enviar_em", "ocasiao", "ocasiao_em", "ocasiao_local")
+JSON_FIELDS = ("enderecos", "mensagem", *SHARED_FIELDS)
 
 
 class Given:
@@ -93,6 +94,12 @@ async def read_sent(request: Request) -> Sent:
         text = data.get("enderecos") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise BadBody('Envie um objeto JSON com "enderecos", um texto.')
+        unknown = sorted(set(data) - set(JSON_FIELDS))
+        if unknown:  # a typo ("mensgem") would otherwise send every row without it
+            raise BadBody(
+                f"Campo desconhecido: {', '.join(unknown)}. Os campos de um lote são: "
+                f"{', '.join(JSON_FIELDS)}."
+            )
         shared = {key: data.get(key) for key in SHARED_FIELDS}
         return Sent(Source(text=text), text, data.get("mensagem"), shared)
     async with request.form(max_part_size=settings_of(request).batch_max_bytes) as form:
