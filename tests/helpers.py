@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,18 @@ def sync_api_headers(client: httpx.Client) -> dict[str, str]:
 async def api_headers(client: httpx.AsyncClient) -> dict[str, str]:
     """Headers for a JSON client's POST: Accept and the CSRF token."""
     return {**JSON, "X-CSRF-Token": await csrf_token(client)}
+
+
+async def schedule(
+    client: httpx.AsyncClient, email: str, when: datetime | str, **body: Any
+) -> httpx.Response:
+    """``POST /convites`` (JSON) with ``enviar_em``: the answer, whatever it is."""
+    moment = when.isoformat() if isinstance(when, datetime) else when
+    return await client.post(
+        "/convites",
+        json={"email": email, "enviar_em": moment, **body},
+        headers=await api_headers(client),
+    )
 
 
 async def post_invite(

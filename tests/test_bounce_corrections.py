@@ -32,6 +32,7 @@ from tests.helpers import (
     invite_row,
     page_token,
     post_invite,
+    schedule,
     send_bounce,
     statuses,
     verp_address,
@@ -294,9 +295,7 @@ async def test_a_permanent_bounce_calls_off_scheduled_invitations_to_the_address
     """The address does not exist: an invitation waiting for its moment would only be refused
     then. It is cancelled with the reason now, and its sender's open pages are told."""
     async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
-        when = (utcnow() + timedelta(days=2)).isoformat()
-        body = {"email": OLD, "enviar_em": when}
-        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+        scheduled = await schedule(other, OLD, utcnow() + timedelta(days=2))
     waiting = await invite_row(db, scheduled.json()["id"])
     assert waiting.status == Status.AGENDADO
     pubsub = redis.pubsub()

@@ -19,7 +19,7 @@ from app.invites.status import Status
 from app.signing import FULL, Purpose, sign
 from app.storage.database import Database
 from tests.answering import invited, optout_url_of, press
-from tests.helpers import api_headers, client_for, invite_row, page_token
+from tests.helpers import api_headers, client_for, invite_row, page_token, schedule
 from tests.services import ScriptedSmtp
 
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
@@ -276,9 +276,7 @@ async def test_a_scheduled_invitation_to_the_address_is_called_off_at_the_opt_ou
     pendente or enviando is recorded for a mail that was never to go."""
     await invited(client, settings, smtp)
     async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
-        when = (utcnow() + timedelta(days=2)).isoformat()
-        body = {"email": "Ana@exemplo.com.br", "enviar_em": when}
-        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+        scheduled = await schedule(other, "Ana@exemplo.com.br", utcnow() + timedelta(days=2))
         assert scheduled.json()["status"] == "agendado"
 
         async with client_for(settings) as provider:
@@ -305,9 +303,7 @@ async def test_taking_the_opt_out_back_restores_the_scheduled_invitations_it_cal
     the opt-out had never been; the way back promises no less."""
     public_id, _ = await invited(client, settings, smtp)
     async with client_for(settings, smtp=smtp, email="bia@exemplo.com") as other:
-        when = (utcnow() + timedelta(days=2)).isoformat()
-        body = {"email": INVITEE, "enviar_em": when}
-        scheduled = await other.post("/convites", json=body, headers=await api_headers(other))
+        scheduled = await schedule(other, INVITEE, utcnow() + timedelta(days=2))
     path = optout_path(settings.secret_key, public_id, INVITEE)
     await anonymous_client.post(path)
     assert (await invite_row(db, scheduled.json()["id"])).status == Status.CANCELADO

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +22,15 @@ from app.sending.pause import pause_sending
 from app.storage.database import Database
 from app.storage.tables import invites
 from tests.fixtures import BACKEND, MovableClock, drain, running_app
-from tests.helpers import JSON, api_headers, app_command, csrf_token, invite_row, written
+from tests.helpers import (
+    JSON,
+    api_headers,
+    app_command,
+    csrf_token,
+    invite_row,
+    schedule,
+    written,
+)
 from tests.services import ScriptedSmtp
 from tests.test_health import codes, saude
 from tests.test_metrics import scrape, value
@@ -33,17 +40,6 @@ OPS_TOKEN = "token-de-operacao-bem-comprido"
 OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
 
 HOUR = 3600.0
-
-
-async def schedule(
-    client: httpx.AsyncClient, email: str, when: datetime | str, **body: Any
-) -> httpx.Response:
-    moment = when.isoformat() if isinstance(when, datetime) else when
-    return await client.post(
-        "/convites",
-        json={"email": email, "enviar_em": moment, **body},
-        headers=await api_headers(client),
-    )
 
 
 async def test_a_scheduled_invite_waits_as_agendado_and_goes_at_its_moment(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from starlette.datastructures import URL
 from starlette.requests import Request
@@ -12,7 +12,6 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.clock import local_moment, utcnow
 from app.consent.suppression import refusal_for
 from app.invites import queries
-from app.invites.records import Invite
 from app.invites.status import Status
 from app.invites.transitions import reminders
 from app.web.common import db_of, error_response, is_htmx, render, settings_of, wants_json
@@ -21,14 +20,6 @@ from app.web.invites import mine_or_404, not_in_state, row_context
 from app.web.present import invite_json
 
 log = logging.getLogger(__name__)
-
-
-def _ends(invite: Invite, ttl_seconds: float) -> datetime:
-    """When the invitation expires unanswered: its link's time after it was sent (the link is
-    issued moments before), or its dated occasion, when that comes first."""
-    sent_at = invite.sent_at or invite.updated_at
-    ends = sent_at + timedelta(seconds=ttl_seconds)
-    return min(ends, invite.occasion_at) if invite.occasion_at is not None else ends
 
 
 @signed_in
@@ -59,7 +50,11 @@ async def remind(request: Request) -> Response:
             again = current.reminded_at + timedelta(seconds=gap)
             message = "Você já lembrou esta pessoa. " + (
                 f"Dá para lembrar de novo a partir de {local_moment(again)}."
-                if again < _ends(current, settings.invite_ttl_seconds)
+                # Its link was issued moments before it was sent.
+                if again
+                < reminders.invitation_ends(
+                    current, current.sent_at or current.updated_at, settings.invite_ttl_seconds
+                )
                 else "O convite termina antes de dar para lembrar de novo."
             )
         return error_response(request, 409, message, status=current.status.value)

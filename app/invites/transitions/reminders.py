@@ -135,12 +135,16 @@ def _claim_due(
         link = live_token(conn, invite.id, key)
         assert link is not None, "the claim checked the live link in this transaction"
         token, issued_at = link
-        ends = issued_at + timedelta(seconds=ttl_seconds)
-        if invite.occasion_at is not None:
-            # A dated occasion's unanswered invites expire at it (``expire_unanswered``).
-            ends = min(ends, invite.occasion_at)
+        ends = invitation_ends(invite, issued_at, ttl_seconds)
         claimed.append(Reminder(invite, token, ends, candidates[invite.id]))
     return claimed
+
+
+def invitation_ends(invite: Invite, issued_at: datetime, ttl_seconds: float) -> datetime:
+    """When the invitation expires unanswered: ``ttl_seconds`` after its live link was issued,
+    or at its dated occasion when that comes first (``expire_unanswered``)."""
+    ends = issued_at + timedelta(seconds=ttl_seconds)
+    return min(ends, invite.occasion_at) if invite.occasion_at is not None else ends
 
 
 async def claim_due(
