@@ -29,10 +29,11 @@ async def remind(request: Request) -> Response:
     invite = await mine_or_404(request)
     if isinstance(invite, Response):
         return invite
-    refusal = await refusal_for(db_of(request), invite.email)
-    if refusal is not None and invite.status == Status.ENVIADO:  # any other state: its 409
-        # On the suppression list since the invitation went: no reminder either (the worker
-        # would refuse it and the history would say "não enviado").
+    # On the suppression list since the invitation went: no reminder either (the worker would
+    # refuse it and the history would say "não enviado"). Any other state: its 409 below.
+    if invite.status == Status.ENVIADO and (
+        refusal := await refusal_for(db_of(request), invite.email)
+    ):
         return error_response(request, 422, refusal)
     settings = settings_of(request)
     gap = settings.reminder_min_gap_seconds
